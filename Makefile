@@ -1,0 +1,90 @@
+# heaplens - one GNU Makefile: make, make demo, make check, make bench, make help.
+CC       ?= gcc
+BUILD    ?= build
+CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fno-strict-aliasing
+AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer \
+                 -ftls-model=initial-exec
+TOOL_CFLAGS   := $(CFLAGS_COMMON)
+DEB_PACKAGES  := gcc g++ make libdw-dev libelf-dev libzstd-dev libunwind-dev python3
+
+AGENT_SRC := $(wildcard src/agent/*.c)
+ANALYZE_SRC := $(wildcard src/analyze/*.c)
+CLI_SRC := $(wildcard src/cli/*.c)
+AGENT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
+ANALYZE_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(ANALYZE_SRC))
+CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+HEADERS := $(wildcard src/*/*.h include/*.h)
+
+UNIT_TESTS := test_varint test_classify test_symbols test_reader
+PROGRAMS := $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
+            $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
+            $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
+
+.PHONY: all demo check unit integration acceptance bench deps help clean
+all: $(BUILD)/libheaplens.so $(BUILD)/heaplens ## build the agent and the CLI
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(BUILD)/obj/agent/%.o: src/agent/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(AGENT_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libheaplens.so: $(AGENT_OBJ)
+	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lunwind -lzstd -ldl -lpthread
+
+$(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
+	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm
+
+# --- tests ------------------------------------------------------------------------------------
+$(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
+$(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
+$(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c -ldw -lelf -lstdc++ -ldl
+$(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+
+$(BUILD)/programs/%: tests/programs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fno-omit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread -ldl
+$(BUILD)/programs/%: tests/programs/%.cc
+	@mkdir -p $(dir $@)
+	g++ -O2 -g -Wno-unused-result -Wno-mismatched-new-delete -o $@ $< -pthread -ldl
+$(BUILD)/programs/%: tests/programs/%.f90
+	@mkdir -p $(dir $@)
+	gfortran -O2 -g -o $@ $<
+$(BUILD)/programs/libplugin.so: tests/programs/plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -o $@ $<
+
+unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
+	@tests/run_units.sh $(BUILD)/tests $(UNIT_TESTS)
+
+integration: all $(PROGRAMS) ## integration tests under the agent
+	@tests/integration/run.sh $(BUILD)
+
+check: all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test; ends "N passed, N failed"
+	@tests/check.sh $(BUILD) $(UNIT_TESTS)
+
+demo: ## install what is missing, build, run heaplens on a leaking example
+	@tests/../examples/demo.sh
+
+deps: ## install the Debian packages the build needs
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+bench: all ## overhead against native and heaptrack, side by side
+	@bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+// agent.h - internal interfaces of libheaplens.so, grouped by the file that defines them.
+// The hot path is hooks*.c -> record.c -> (unwind.c, stacks.c, live.c, ring.h); everything
+// else runs on the writer thread or at start, fork and exit.
+#ifndef HL_AGENT_H
+#define HL_AGENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/compiler.h"
+#include "../common/format.h"
+
+typedef struct hl_enc_s hl_enc_t; // a chunk being encoded (encode.c)
+
+// ---------------------------------------------------------------------------------------------
+// Events: what the hot path hands to the writer thread, one fixed-size slot each.
+// ---------------------------------------------------------------------------------------------
+enum hl_event_kind {
+    EV_ALLOC = 1,   // addr, size, aux = stack id, fn
+    EV_FREE,        // addr, size = owner seq, aux = owner thread, fn
+    EV_MMAP,        // addr, size = length, aux = stack id, extra = prot | flags << 8 (low bits)
+    EV_MUNMAP,      // addr, size = length
+    EV_MODULES,     // the module list may have changed (dlopen/dlclose)
+    EV_THREAD_NAME, // reserved
+};
+
+typedef struct hl_event_s {
+    uint64_t ticks;
+    uint64_t addr;
+    uint64_t size;
+    uint32_t aux;
+    uint8_t kind;
+    uint8_t fn;
+    uint16_t extra;
+} hl_event_t;
+
+// Single-producer (the owning thread) single-consumer (the writer) ring.
+#define HL_RING_EVENTS 8192u
+typedef struct hl_ring_s {
+    _Alignas(64) _Atomic uint64_t head; // written by the producer only
+    uint64_t tail_cache;                // producer's last view of tail
+    _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
+    _Alignas(64) uint32_t thread_index;
+    int tid;
+    _Atomic int is_dead;                // owner exited; writer drains then recycles
+    struct hl_ring_s* next;             // registry list
+    hl_event_t events[HL_RING_EVENTS];
+} hl_ring_t;
+
+// Per-thread agent state, in initial-exec TLS. All zero for a thread the agent has not seen:
+// ring == NULL sends the first call through thread_attach().
+typedef struct hl_thread_s {
+    int busy;                // inside the agent: nested allocations go straight to the real ones
+    int park_pending;        // a stop-the-world request arrived while busy
+    hl_ring_t* ring;
+    uint64_t alloc_seq;      // ALLOC events made by this thread; the block id is (index, seq)
+    uint32_t index;          // thread index, 1-based, never reused within a trace
+    int tid;
+} hl_thread_t;
+
+extern HL_TLS hl_thread_t hl_self;
+
+// ---------------------------------------------------------------------------------------------
+// options.c: HEAPLENS_* environment, parsed once.
+// ---------------------------------------------------------------------------------------------
+typedef struct hl_options_s {
+    int depth;              // frames per backtrace
+    int guard;              // guard bytes after each block (0 = allocator layout untouched)
+    int sample_ms;          // heap/RSS sample period
+    int no_follow;          // do not trace forked children or exec'd images
+    int scan_at_exit;       // run the reachability scan at exit
+    int is_disabled;        // HEAPLENS_DISABLE: pass everything through
+    char output[1024];      // trace path template: %p pid, %e program name
+    char session[1024];     // file that lists every trace this session writes
+} hl_options_t;
+
+extern hl_options_t hl_opt;
+void options_load(void);
+
+// ---------------------------------------------------------------------------------------------
+// real.c: the functions underneath, and the bootstrap arena for calls made while resolving them.
+// ---------------------------------------------------------------------------------------------
+typedef struct hl_real_s {
+    void* (*malloc)(size_t);
+    void (*free)(void*);
+    void* (*calloc)(size_t, size_t);
+    void* (*realloc)(void*, size_t);
+    int (*posix_memalign)(void**, size_t, size_t);
+    void* (*aligned_alloc)(size_t, size_t);
+    void* (*memalign)(size_t, size_t);
+    void* (*valloc)(size_t);
+    void* (*pvalloc)(size_t);
+    size_t (*malloc_usable_size)(void*);
+    void* (*mmap)(void*, size_t, int, int, int, off_t);
+    void* (*mmap64)(void*, size_t, int, int, int, off_t);
+    int (*munmap)(void*, size_t);
+    void* (*mremap)(void*, size_t, size_t, int, ...);
+    void* (*dlopen)(const char*, int);
+    int (*dlclose)(void*);
+    void (*exit_)(int);
+    void (*Exit)(int);
+    int (*execve)(const char*, char* const[], char* const[]);
+    int (*execv)(const char*, char* const[]);
+    int (*execvp)(const char*, char* const[]);
+    int (*execvpe)(const char*, char* const[], char* const[]);
+    int (*fexecve)(int, char* const[], char* const[]);
+    pid_t (*fork)(void);
+} hl_real_t;
+
+extern hl_real_t hl_real;
+extern _Atomic int hl_real_ready; // 0 none, 1 resolving, 2 resolved
+void real_resolve(void);
+void* bootstrap_alloc(size_t size, size_t align);
+int bootstrap_owns(const void* p);
+size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
+
+// ---------------------------------------------------------------------------------------------
+// os.c: raw system calls, so the agent never re-enters its own hooks.
+// ---------------------------------------------------------------------------------------------
+void* os_map(size_t size);            // zeroed anonymous memory, or NULL
+void os_unmap(void* p, size_t size);
+long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
+int os_gettid(void);
+void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns);
+void os_futex_wake(_Atomic int* addr, int count);
+int os_tgkill(int pid, int tid, int sig);
+int os_is_agent_range(uintptr_t lo, uintptr_t hi); // overlaps memory os_map handed out?
+size_t os_agent_ranges(uintptr_t (*out)[2], size_t max);
+
+// ---------------------------------------------------------------------------------------------
+// log.c: allocation-free diagnostics on stderr, rate limited.
+// ---------------------------------------------------------------------------------------------
+void hl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int hl_fmt(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// ---------------------------------------------------------------------------------------------
+// thread.c: thread registry.
+// ---------------------------------------------------------------------------------------------
+HL_COLD int thread_attach(hl_thread_t* t); // 0, or -1 when tracing is off
+hl_ring_t* thread_rings(void);              // head of the registry (writer side)
+void thread_lock(void);
+void thread_unlock(void);
+void thread_reset_after_fork(void);
+uint32_t thread_count(void);
+
+// ---------------------------------------------------------------------------------------------
+// ring (inline): the producer side, used on the hot path.
+// ---------------------------------------------------------------------------------------------
+HL_COLD void ring_wait_space(hl_ring_t* r);
+HL_COLD void writer_kick(void);
+extern _Atomic int hl_writer_sleeping;
+
+HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (hl_unlikely(h - r->tail_cache >= HL_RING_EVENTS)) {
+        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - r->tail_cache >= HL_RING_EVENTS)
+            ring_wait_space(r);
+    }
+    return &r->events[h & (HL_RING_EVENTS - 1)];
+}
+
+HL_INLINE void ring_commit(hl_ring_t* r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
+    atomic_store_explicit(&r->head, h, memory_order_release);
+    if (hl_unlikely((h & (HL_RING_EVENTS / 2 - 1)) == 0) &&
+        atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed))
+        writer_kick();
+}
+
+// ---------------------------------------------------------------------------------------------
+// unwind.c / stacks.c: backtraces, interned once.
+// ---------------------------------------------------------------------------------------------
+#define HL_MAX_DEPTH 256
+int unwind_here(uintptr_t* ips, int max); // frames above the agent's own
+uint32_t stack_intern(const uintptr_t* ips, int n); // 0 = no stack
+int stack_get(uint32_t id, const uintptr_t** ips);  // frame count
+uint32_t stack_count(void);                          // ids are 1..stack_count()
+void stacks_init(void);
+uint32_t stack_capture(void); // unwind + intern, for the current call
+void unwind_init(void);
+
+// ---------------------------------------------------------------------------------------------
+// live.c: every live heap block, by address.
+// ---------------------------------------------------------------------------------------------
+typedef struct hl_block_s {
+    uintptr_t addr;     // 0 = empty slot
+    uint64_t size : 48; // requested bytes
+    uint64_t fn : 8;    // allocating HL_FN_*
+    uint64_t state : 4; // HL_BLOCK_*
+    uint64_t guarded : 1;     // guard bytes follow the block
+    uint64_t is_internal : 1; // made by the agent's own libraries: tracked, never reported
+    uint64_t seq;       // owner thread's ALLOC count: the block id with thread
+    uint32_t stack;
+    uint32_t thread;
+} hl_block_t;
+
+enum hl_block_state { HL_BLOCK_EMPTY = 0, HL_BLOCK_LIVE = 1, HL_BLOCK_FREED = 2, HL_BLOCK_TOMB = 3 };
+
+void live_init(void);
+void live_insert(const hl_block_t* b);
+// Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
+// removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out), or
+// HL_BLOCK_EMPTY when the agent never saw it.
+int live_remove(uintptr_t addr, hl_block_t* out);
+int live_lookup(uintptr_t addr, hl_block_t* out);
+void live_lock_all(void);
+void live_unlock_all(void);
+// Calls fn for every live block; the caller holds live_lock_all() or the world is stopped.
+void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
+uint64_t live_count(void);
+void live_reset_after_fork(void);
+
+// ---------------------------------------------------------------------------------------------
+// record.c: the hot path proper.
+// ---------------------------------------------------------------------------------------------
+void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded);
+HL_INLINE void record_alloc(hl_thread_t* t, void* p, size_t size, int fn) {
+    record_alloc_guarded(t, p, size, fn, hl_opt.guard > 0);
+}
+// Returns 1 when p may be passed to the real release function, 0 when it must not (the call
+// was a heap error that the allocator would crash on).
+int record_free(hl_thread_t* t, void* p, int fn);
+void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags);
+void record_munmap(hl_thread_t* t, void* p, size_t len);
+void record_modules_changed(hl_thread_t* t);
+size_t record_usable_size(void* p); // requested size of a guarded block, else (size_t)-1
+void record_internal_alloc(void* p, size_t size);
+void record_internal_free(void* p);
+// realloc: 0 = old block removed into *old; 1 = unknown block, pass through; 2 = heap error,
+// do not call the allocator; -1 = tracing off.
+int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old);
+void record_realloc_undo(const hl_block_t* old);
+void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// hooks.c: the shared bodies, also used by the C++ operators.
+// ---------------------------------------------------------------------------------------------
+void* hook_alloc(size_t size, int fn);
+void* hook_aligned(size_t align, size_t size, int fn);
+void hook_free(void* p, int fn);
+
+// ---------------------------------------------------------------------------------------------
+// errors.c: heap errors, written straight to the trace.
+// ---------------------------------------------------------------------------------------------
+void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block);
+void error_check_guards_at_exit(void);
+int guard_is_intact(const hl_block_t* b);
+void guard_fill(void* p, size_t size);
+
+// ---------------------------------------------------------------------------------------------
+// writer.c: the background thread that drains rings and writes the trace.
+// ---------------------------------------------------------------------------------------------
+int writer_start(void);            // lazily, from the first slow path; 0 or -errno
+void writer_flush_sync(void);      // drain everything now, write it out (caller: any thread)
+void writer_finish(int how, int value); // final drain, scan records, END, close
+void writer_reset_after_fork(void);
+void writer_clock_init(void);
+int64_t writer_now_ns(void);
+int writer_thread_id(void);       // tid of the writer thread, 0 when none runs
+hl_enc_t* writer_encoder_locked(void);   // drains, returns the encoder (writer lock held)
+void writer_end_locked(int how, int value);
+void writer_exec_locked(const char* path);
+void writer_lock(void);            // serialises direct writes from other threads
+// An ERROR record, written at once (errors are rare; the record carries everything the report
+// needs, so it may overtake the ring events of the same block).
+void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
+                      const hl_block_t* block);
+void writer_unlock(void);
+
+// ---------------------------------------------------------------------------------------------
+// encode.c / sink.c: records into chunks, chunks into the file.
+// ---------------------------------------------------------------------------------------------
+struct hl_enc_s {
+    uint8_t* buf;
+    size_t len, cap;
+    int64_t last_time;
+    uint64_t last_addr;
+};
+
+int sink_open(void);             // create the trace file and write its header
+int sink_write_chunk(const uint8_t* raw, size_t len);
+void sink_close(void);
+int sink_is_open(void);
+int sink_has_failed(void);
+void sink_reset_after_fork(void);
+const char* sink_path(void);
+
+// ---------------------------------------------------------------------------------------------
+// modules.c: the loaded objects, reported as MODULE / MODULE_GONE records.
+// ---------------------------------------------------------------------------------------------
+void modules_refresh(hl_enc_t* enc);
+void modules_reset(void);
+int modules_own_text(uintptr_t ip); // inside libheaplens.so?
+void modules_self_range(void);
+void modules_own_range(uintptr_t* lo, uintptr_t* hi);
+
+// ---------------------------------------------------------------------------------------------
+// scan.c / classify.c: reachability.
+// ---------------------------------------------------------------------------------------------
+struct ucontext_t;
+int scan_stop_world(void);   // 1 when every other thread parked with its registers
+void scan_resume_world(void);
+// Classify every live block and encode SCAN + VERDICT records. The world is stopped; self_uc
+// holds the calling thread's registers (its stack is scanned from their stack pointer).
+int scan_run_with(hl_enc_t* enc, const struct ucontext_t* self_uc, int all_stopped);
+void scan_park_self(void);   // called when park_pending was set while busy
+void scan_note_dead_stack(uintptr_t sp);
+
+// ---------------------------------------------------------------------------------------------
+// init.c: life cycle.
+// ---------------------------------------------------------------------------------------------
+enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE = 4 };
+extern _Atomic int hl_phase;
+HL_COLD void agent_init(void);
+void agent_finish(int how, int value);
+void agent_before_exec(const char* path);
+uint64_t agent_start_ticks(void);
+int agent_is_from_start(void);
+
+#endif

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+// classify.c - reachability with memcheck's semantics. Phase 1 marks from the roots: a start
+// pointer (or one a heuristic accepts) from a definitely reached place makes a block
+// reachable, an interior pointer makes it possibly lost, and what a possibly lost block points
+// to is possibly lost too. Phase 2 walks the unreached blocks in address order: each one still
+// unreached leads a clique, and everything it reaches that nothing else reached is indirectly
+// lost through it. Leaders left unreached are definitely lost.
+#include "classify.h"
+
+#include <string.h>
+
+#include "../common/format.h"
+
+#define ST_UNREACHED 0
+#define ST_INDIRECT 1
+#define ST_POSSIBLE 2
+#define ST_REACHABLE 3
+
+typedef struct lc_s {
+    const lc_input_t* in;
+    uint8_t* state;
+    size_t* leader;
+    uint32_t* stack;
+    size_t top;
+    uintptr_t lo, hi; // [first block start, last block end]
+} lc_t;
+
+size_t lc_workspace_size(size_t n) { return (2 * n + 2) * sizeof(uint32_t); }
+
+// Index of the block containing w, or -1. A zero-sized block is "contained" at its start.
+static inline long find_block(const lc_t* c, uintptr_t w) {
+    if (w < c->lo || w >= c->hi)
+        return -1;
+    const uintptr_t* s = c->in->starts;
+    size_t lo = 0, hi = c->in->nblocks;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (s[mid] <= w)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (s[lo] > w)
+        return -1;
+    size_t size = c->in->sizes[lo];
+    if (w < s[lo] + size || (size == 0 && w == s[lo]))
+        return (long)lo;
+    return -1;
+}
+
+static int in_ranges(const lc_range_t* r, size_t n, uintptr_t a) {
+    for (size_t i = 0; i < n; i++)
+        if (a >= r[i].lo && a < r[i].hi)
+            return 1;
+    return 0;
+}
+
+static int is_vtable(const lc_t* c, uintptr_t a) {
+    return a >= 4096 && (a & 7) == 0 &&
+           in_ranges(c->in->vtable_ranges, c->in->nvtable_ranges, a);
+}
+
+// memcheck's default heuristics: interior pointers that C++ produces on purpose.
+static int heuristic_says_start(const lc_t* c, size_t i, uintptr_t ptr) {
+    uintptr_t start = c->in->starts[i];
+    size_t size = c->in->sizes[i];
+    const size_t w = sizeof(size_t);
+    if (size >= w && (start & 7) == 0) {
+        // stdstring: a libstdc++ COW string points past {length, capacity, refcount}.
+        if (ptr == start + 3 * w && size >= 3 * w + 1) {
+            size_t len = ((const size_t*)start)[0], cap = ((const size_t*)start)[1];
+            if (len <= cap && size == 3 * w + cap + 1)
+                return 1;
+        }
+        if (ptr == start + w) {
+            // length64: a 64-bit length prefix equal to the rest of the block.
+            uint64_t len = *(const uint64_t*)start;
+            if (len > 0 && size - w == len)
+                return 1;
+            // newarray: new[] of a type with a destructor stores the element count first.
+            size_t n = *(const size_t*)start;
+            if (n > 0 && (size - w) % n == 0)
+                return 1;
+        }
+        // multipleinheritance: a pointer to a secondary base, whose first word is a vtable,
+        // in an object whose first word is a vtable too.
+        if (size >= 2 * w && (ptr & 7) == 0 && ptr > start && ptr + w <= start + size &&
+            is_vtable(c, *(const uintptr_t*)ptr) && is_vtable(c, *(const uintptr_t*)start))
+            return 1;
+    }
+    return 0;
+}
+
+static inline void push(lc_t* c, size_t i) { c->stack[c->top++] = (uint32_t)i; }
+
+static void mark_ptr(lc_t* c, uintptr_t w, int prior_definite) {
+    long i = find_block(c, w);
+    if (i < 0)
+        return;
+    int via_start = w == c->in->starts[i] || heuristic_says_start(c, (size_t)i, w);
+    if (via_start && prior_definite) {
+        if (c->state[i] != ST_REACHABLE) {
+            c->state[i] = ST_REACHABLE;
+            push(c, (size_t)i);
+        }
+    } else if (c->state[i] == ST_UNREACHED) {
+        c->state[i] = ST_POSSIBLE;
+        push(c, (size_t)i);
+    }
+}
+
+static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_definite) {
+    lo = (lo + 7) & ~(uintptr_t)7;
+    for (uintptr_t a = lo; a + 8 <= hi; a += 8) {
+        uintptr_t w = *(const uintptr_t*)a;
+        if (w >= c->lo && w < c->hi)
+            mark_ptr(c, w, prior_definite);
+    }
+}
+
+static void drain_marking(lc_t* c) {
+    while (c->top > 0) {
+        size_t i = c->stack[--c->top];
+        uintptr_t s = c->in->starts[i];
+        // A block pushed as possible and later found reachable is pushed again: its second
+        // scan spreads the better state.
+        scan_range_marking(c, s, s + c->in->sizes[i], c->state[i] == ST_REACHABLE);
+    }
+}
+
+static void drain_clique(lc_t* c, size_t leader) {
+    while (c->top > 0) {
+        size_t i = c->stack[--c->top];
+        uintptr_t s = c->in->starts[i], e = s + c->in->sizes[i];
+        for (uintptr_t a = (s + 7) & ~(uintptr_t)7; a + 8 <= e; a += 8) {
+            uintptr_t w = *(const uintptr_t*)a;
+            long j = find_block(c, w);
+            if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
+                continue;
+            c->state[j] = ST_INDIRECT;
+            c->leader[j] = leader;
+            push(c, (size_t)j);
+        }
+    }
+}
+
+void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* workspace) {
+    size_t n = in->nblocks;
+    if (n == 0)
+        return;
+    lc_t c = {.in = in, .state = kind, .leader = leader, .stack = workspace};
+    c.lo = in->starts[0];
+    c.hi = in->starts[n - 1] + (in->sizes[n - 1] ? in->sizes[n - 1] : 1);
+    memset(kind, ST_UNREACHED, n);
+    for (size_t i = 0; i < n; i++)
+        leader[i] = SIZE_MAX;
+
+    for (size_t r = 0; r < in->nroots; r++) {
+        scan_range_marking(&c, in->roots[r].lo, in->roots[r].hi, 1);
+        drain_marking(&c);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (c.state[i] != ST_UNREACHED)
+            continue;
+        push(&c, i);
+        drain_clique(&c, i);
+    }
+    for (size_t i = 0; i < n; i++) {
+        switch (c.state[i]) {
+        case ST_REACHABLE:
+            kind[i] = HL_LEAK_REACHABLE;
+            break;
+        case ST_POSSIBLE:
+            kind[i] = HL_LEAK_POSSIBLE;
+            break;
+        case ST_INDIRECT:
+            kind[i] = HL_LEAK_INDIRECT;
+            break;
+        default:
+            kind[i] = HL_LEAK_DEFINITE;
+            break;
+        }
+    }
+}

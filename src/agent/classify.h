@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// classify.h - memcheck's leak classification over a set of blocks and root ranges. Pure: it
+// reads memory and writes verdicts into caller-provided arrays, so it is unit-tested without
+// the agent. Each live block ends as one of HL_LEAK_* (src/common/format.h).
+#ifndef HL_CLASSIFY_H
+#define HL_CLASSIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lc_range_s {
+    uintptr_t lo, hi;
+} lc_range_t;
+
+typedef struct lc_input_s {
+    const uintptr_t* starts; // block start addresses, strictly increasing
+    const size_t* sizes;     // requested sizes (the bytes that are scanned)
+    size_t nblocks;
+    const lc_range_t* roots; // memory holding roots: readable, word-scanned
+    size_t nroots;
+    // Ranges where a C++ vtable may live (read-only data of loaded objects), for the
+    // multiple-inheritance heuristic; may be empty.
+    const lc_range_t* vtable_ranges;
+    size_t nvtable_ranges;
+} lc_input_t;
+
+// Workspace the caller provides: lc_workspace_size(n) bytes, any alignment of 8.
+size_t lc_workspace_size(size_t nblocks);
+
+// Classify every block. kind[i] receives HL_LEAK_*; leader[i] receives, for an indirectly lost
+// block, the index of the definitely lost block through which it is lost (else SIZE_MAX).
+void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* workspace);
+
+#endif

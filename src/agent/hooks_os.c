@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// hooks_os.c - mappings (mmap, munmap, mremap), the module list (dlopen, dlclose) and the ways
+// an image ends without running destructors (_exit, _Exit, exec*).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define TRACING() (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !hl_self.busy)
+
+static HL_COLD void resolve_now(void) {
+    if (atomic_load(&hl_real_ready) != 2 && !hl_self.busy) {
+        hl_self.busy = 1;
+        real_resolve();
+        hl_self.busy = 0;
+    }
+}
+
+static void* map_impl(void* (*real)(void*, size_t, int, int, int, off_t), void* addr, size_t len,
+                      int prot, int flags, int fd, off_t off) {
+    if (hl_unlikely(atomic_load(&hl_real_ready) != 2)) {
+        resolve_now();
+        if (atomic_load(&hl_real_ready) != 2)
+            return (void*)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+        real = hl_real.mmap;
+    }
+    void* p = real(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED && TRACING()) {
+        hl_self.busy = 1;
+        record_mmap(&hl_self, p, len, prot, flags);
+        hl_self.busy = 0;
+    }
+    return p;
+}
+
+HL_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+    return map_impl(hl_real.mmap, addr, len, prot, flags, fd, off);
+}
+
+HL_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+    return map_impl(hl_real.mmap64, addr, len, prot, flags, fd, off);
+}
+
+HL_EXPORT int munmap(void* addr, size_t len) {
+    if (hl_unlikely(atomic_load(&hl_real_ready) != 2)) {
+        resolve_now();
+        if (atomic_load(&hl_real_ready) != 2)
+            return (int)syscall(SYS_munmap, addr, len);
+    }
+    if (TRACING()) {
+        // Recorded first: once unmapped, the range may be handed out again at once.
+        hl_self.busy = 1;
+        record_munmap(&hl_self, addr, len);
+        hl_self.busy = 0;
+    }
+    return hl_real.munmap(addr, len);
+}
+
+HL_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
+    void* want = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        want = va_arg(ap, void*);
+        va_end(ap);
+    }
+    resolve_now();
+    void* p = hl_real.mremap ? hl_real.mremap(old, old_len, new_len, flags, want)
+                             : (void*)syscall(SYS_mremap, old, old_len, new_len, flags, want);
+    if (p != MAP_FAILED && TRACING()) {
+        hl_self.busy = 1;
+        record_munmap(&hl_self, old, old_len);
+        record_mmap(&hl_self, p, new_len, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+        hl_self.busy = 0;
+    }
+    return p;
+}
+
+HL_EXPORT void* dlopen(const char* file, int mode) {
+    resolve_now();
+    void* h = hl_real.dlopen(file, mode);
+    if (h && TRACING()) {
+        hl_self.busy = 1;
+        record_modules_changed(&hl_self);
+        hl_self.busy = 0;
+    }
+    return h;
+}
+
+HL_EXPORT int dlclose(void* h) {
+    resolve_now();
+    if (TRACING()) {
+        // Events already in the ring may name code in this object: let the writer read the
+        // module list while it is still there, then again after.
+        writer_flush_sync();
+    }
+    int rc = hl_real.dlclose(h);
+    if (TRACING()) {
+        hl_self.busy = 1;
+        record_modules_changed(&hl_self);
+        hl_self.busy = 0;
+    }
+    return rc;
+}
+
+HL_EXPORT void _exit(int status) {
+    agent_finish(HL_END_EXIT, status & 0xff);
+    resolve_now();
+    if (hl_real.exit_)
+        hl_real.exit_(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+HL_EXPORT void _Exit(int status) {
+    agent_finish(HL_END_EXIT, status & 0xff);
+    resolve_now();
+    if (hl_real.Exit)
+        hl_real.Exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+// exec replaces the image without destructors: everything recorded so far is written first.
+// If exec fails the program goes on, and so does its trace.
+HL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+    resolve_now();
+    agent_before_exec(path);
+    return hl_real.execve(path, argv, envp);
+}
+
+HL_EXPORT int execv(const char* path, char* const argv[]) {
+    resolve_now();
+    agent_before_exec(path);
+    return hl_real.execv(path, argv);
+}
+
+HL_EXPORT int execvp(const char* file, char* const argv[]) {
+    resolve_now();
+    agent_before_exec(file);
+    return hl_real.execvp(file, argv);
+}
+
+HL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+    resolve_now();
+    agent_before_exec(file);
+    return hl_real.execvpe(file, argv, envp);
+}
+
+HL_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+    resolve_now();
+    agent_before_exec("(fexecve)");
+    return hl_real.fexecve(fd, argv, envp);
+}
+
+// execl* take their arguments as a list; they become execv* calls.
+#define HL_MAX_EXEC_ARGS 4096
+static int collect_args(const char* arg0, va_list ap, char** argv, char*** envp_out) {
+    int n = 0;
+    argv[n++] = (char*)arg0;
+    while (n < HL_MAX_EXEC_ARGS - 1) {
+        char* a = va_arg(ap, char*);
+        argv[n++] = a;
+        if (!a)
+            break;
+    }
+    argv[HL_MAX_EXEC_ARGS - 1] = NULL;
+    if (envp_out)
+        *envp_out = va_arg(ap, char**);
+    return n;
+}
+
+HL_EXPORT int execl(const char* path, const char* arg0, ...) {
+    char* argv[HL_MAX_EXEC_ARGS];
+    va_list ap;
+    va_start(ap, arg0);
+    collect_args(arg0, ap, argv, NULL);
+    va_end(ap);
+    return execv(path, argv);
+}
+
+HL_EXPORT int execlp(const char* file, const char* arg0, ...) {
+    char* argv[HL_MAX_EXEC_ARGS];
+    va_list ap;
+    va_start(ap, arg0);
+    collect_args(arg0, ap, argv, NULL);
+    va_end(ap);
+    return execvp(file, argv);
+}
+
+HL_EXPORT int execle(const char* path, const char* arg0, ...) {
+    char* argv[HL_MAX_EXEC_ARGS];
+    char** envp;
+    va_list ap;
+    va_start(ap, arg0);
+    collect_args(arg0, ap, argv, &envp);
+    va_end(ap);
+    return execve(path, argv, envp);
+}

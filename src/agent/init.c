@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+// init.c - the agent's life cycle: OFF until the first hook call (or the constructor, whichever
+// comes first), BOOTING while it sets up, ON while tracing, DONE after the final scan. Also
+// fork (the child gets its own trace), exec, and every way out: exit, _exit, fatal signals.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+_Atomic int hl_phase;
+static int from_start = 1;
+static int exit_status;
+
+int agent_is_from_start(void) { return from_start; }
+
+// ---------------------------------------------------------------------------------------------
+// Whether this image is traced at all: --no-follow traces only the first image of the first
+// process, which is the only one that finds the session index empty.
+// ---------------------------------------------------------------------------------------------
+static int session_has_entries(void) {
+    if (!hl_opt.session[0])
+        return 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, hl_opt.session, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char c;
+    long n = syscall(SYS_read, fd, &c, 1);
+    close(fd);
+    return n == 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// fork
+// ---------------------------------------------------------------------------------------------
+static void fork_prepare(void) {
+    if (atomic_load(&hl_phase) != HL_ON)
+        return;
+    writer_lock();
+    thread_lock();
+    live_lock_all();
+}
+
+static void fork_parent(void) {
+    if (atomic_load(&hl_phase) != HL_ON)
+        return;
+    live_unlock_all();
+    thread_unlock();
+    writer_unlock();
+}
+
+static void fork_child(void) {
+    if (atomic_load(&hl_phase) != HL_ON)
+        return;
+    live_reset_after_fork();
+    thread_reset_after_fork();
+    writer_reset_after_fork();
+    sink_reset_after_fork();
+    modules_reset();
+    if (hl_opt.no_follow)
+        atomic_store(&hl_phase, HL_DONE);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fatal signals: finish the trace (with the scan), then die of the same signal.
+// ---------------------------------------------------------------------------------------------
+static const int fatal_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
+                                    SIGBUS,  SIGFPE,  SIGSEGV, SIGPIPE, SIGALRM, SIGTERM,
+                                    SIGUSR1, SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS};
+
+static void finish_with(int how, int value, const ucontext_t* uc);
+
+static void on_fatal(int sig, siginfo_t* si, void* ucv) {
+    finish_with(HL_END_SIGNAL, sig, ucv);
+    // SA_RESETHAND put back the default action. A fault re-faults on return; a sent signal
+    // is sent again.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    if (si->si_code <= 0 || sig == SIGABRT || sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
+        sig == SIGQUIT || sig == SIGPIPE || sig == SIGALRM || sig == SIGUSR1 || sig == SIGUSR2)
+        syscall(SYS_tgkill, getpid(), os_gettid(), sig);
+}
+
+static void install_fatal_handlers(void) {
+    for (size_t i = 0; i < HL_ARRAY_LEN(fatal_signals); i++) {
+        struct sigaction old;
+        if (sigaction(fatal_signals[i], NULL, &old) != 0)
+            continue;
+        // Only where the program left the default: its own handlers stay its own.
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+            struct sigaction sa = {0};
+            sa.sa_sigaction = on_fatal;
+            sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
+            sigemptyset(&sa.sa_mask);
+            sigaction(fatal_signals[i], &sa, NULL);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start
+// ---------------------------------------------------------------------------------------------
+static void on_exit_cb(int status, void* arg) {
+    (void)arg;
+    exit_status = status;
+}
+
+void agent_init(void) {
+    static _Atomic int once;
+    if (atomic_exchange(&once, 1)) {
+        while (atomic_load(&hl_phase) == HL_BOOTING)
+            sched_yield();
+        return;
+    }
+    int was_busy = hl_self.busy;
+    hl_self.busy = 1;
+    atomic_store(&hl_phase, HL_BOOTING);
+    options_load();
+    if (hl_opt.is_disabled || (hl_opt.no_follow && session_has_entries())) {
+        atomic_store(&hl_phase, HL_DONE);
+        hl_self.busy = was_busy;
+        return;
+    }
+    writer_clock_init();
+    modules_self_range();
+    unwind_init();
+    live_init();
+    stacks_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    on_exit(on_exit_cb, NULL);
+    if (sink_open() != 0) {
+        atomic_store(&hl_phase, HL_DONE);
+        hl_self.busy = was_busy;
+        return;
+    }
+    install_fatal_handlers();
+    atomic_store(&hl_phase, HL_ON);
+    writer_start();
+    hl_self.busy = was_busy;
+}
+
+__attribute__((constructor)) static void agent_ctor(void) {
+    if (atomic_load(&hl_real_ready) != 2) {
+        hl_self.busy = 1;
+        real_resolve();
+        hl_self.busy = 0;
+    }
+    if (atomic_load(&hl_phase) == HL_OFF)
+        agent_init();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The end
+// ---------------------------------------------------------------------------------------------
+static void finish_with(int how, int value, const ucontext_t* uc) {
+    static _Atomic int finishing;
+    if (atomic_load(&hl_phase) != HL_ON || atomic_exchange(&finishing, 1))
+        return;
+    int was_busy = hl_self.busy;
+    hl_self.busy = 1;
+    ucontext_t here;
+    if (!uc) {
+        getcontext(&here); // the caller's registers, as roots
+        uc = &here;
+    }
+    writer_lock();
+    int all_stopped = hl_opt.scan_at_exit ? scan_stop_world() : 0;
+    hl_enc_t* enc = writer_encoder_locked();
+    error_check_guards_at_exit();
+    if (hl_opt.scan_at_exit)
+        scan_run_with(enc, uc, all_stopped);
+    writer_end_locked(how, value);
+    atomic_store(&hl_phase, HL_DONE);
+    writer_unlock();
+    if (hl_opt.scan_at_exit)
+        scan_resume_world();
+    hl_self.busy = was_busy;
+}
+
+void agent_finish(int how, int value) { finish_with(how, value, NULL); }
+
+void agent_before_exec(const char* path) {
+    if (atomic_load(&hl_phase) != HL_ON || hl_self.busy)
+        return;
+    hl_self.busy = 1;
+    writer_lock();
+    writer_exec_locked(path);
+    writer_unlock();
+    hl_self.busy = 0;
+}
+
+__attribute__((destructor)) static void agent_dtor(void) { agent_finish(HL_END_EXIT, exit_status); }

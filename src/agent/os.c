@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// os.c - raw system calls for the agent's own needs. They go through syscall(2), never the
+// interposed libc names, so the agent's memory is never recorded and never recurses.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+// Every region the agent maps, so the leak scan can leave them out of its roots.
+#define HL_MAX_AGENT_RANGES 4096
+static uintptr_t agent_ranges[HL_MAX_AGENT_RANGES][2];
+static _Atomic size_t agent_range_count;
+
+void* os_map(size_t size) {
+    long r = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (r < 0 && r > -4096)
+        return NULL;
+    size_t i = atomic_fetch_add(&agent_range_count, 1);
+    if (i < HL_MAX_AGENT_RANGES) {
+        agent_ranges[i][0] = (uintptr_t)r;
+        agent_ranges[i][1] = (uintptr_t)r + size;
+    }
+    return (void*)r;
+}
+
+void os_unmap(void* p, size_t size) {
+    size_t n = atomic_load(&agent_range_count);
+    for (size_t i = 0; i < n && i < HL_MAX_AGENT_RANGES; i++)
+        if (agent_ranges[i][0] == (uintptr_t)p)
+            agent_ranges[i][0] = agent_ranges[i][1] = 0;
+    syscall(SYS_munmap, p, size);
+}
+
+int os_is_agent_range(uintptr_t lo, uintptr_t hi) {
+    size_t n = atomic_load(&agent_range_count);
+    for (size_t i = 0; i < n && i < HL_MAX_AGENT_RANGES; i++)
+        if (lo < agent_ranges[i][1] && hi > agent_ranges[i][0])
+            return 1;
+    return 0;
+}
+
+size_t os_agent_ranges(uintptr_t (*out)[2], size_t max) {
+    size_t n = atomic_load(&agent_range_count), k = 0;
+    for (size_t i = 0; i < n && i < HL_MAX_AGENT_RANGES && k < max; i++) {
+        if (agent_ranges[i][1] == 0)
+            continue;
+        out[k][0] = agent_ranges[i][0];
+        out[k][1] = agent_ranges[i][1];
+        k++;
+    }
+    return k;
+}
+
+long os_write_all(int fd, const void* buf, size_t len) {
+    const char* p = buf;
+    while (len > 0) {
+        long r = syscall(SYS_write, fd, p, len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            return -EIO;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+int os_gettid(void) { return (int)syscall(SYS_gettid); }
+
+void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns) {
+    struct timespec ts = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, timeout_ns >= 0 ? &ts : NULL, NULL, 0);
+}
+
+void os_futex_wake(_Atomic int* addr, int count) {
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+int os_tgkill(int pid, int tid, int sig) { return (int)syscall(SYS_tgkill, pid, tid, sig); }

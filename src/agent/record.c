@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// record.c - the hot path behind every hook: unwind, intern the stack, update the live table,
+// append one event to this thread's ring. No lock but a live-table shard's, no syscall, no
+// allocation. Heap errors leave through errors.c (the cold path).
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "../common/clock.h"
+#include "agent.h"
+
+static HL_COLD int attach_slow(hl_thread_t* t) { return thread_attach(t); }
+
+void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    uint32_t stack = stack_capture();
+    hl_block_t b = {
+        .addr = (uintptr_t)p,
+        .size = size,
+        .fn = (uint64_t)fn,
+        .guarded = guarded != 0,
+        .seq = ++t->alloc_seq,
+        .stack = stack,
+        .thread = t->index,
+    };
+    if (b.guarded)
+        guard_fill(p, size);
+    live_insert(&b);
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    ev->ticks = clock_ticks();
+    ev->addr = (uintptr_t)p;
+    ev->size = size;
+    ev->aux = stack;
+    ev->kind = EV_ALLOC;
+    ev->fn = (uint8_t)fn;
+    ring_commit(r);
+    if (hl_unlikely(t->park_pending))
+        scan_park_self();
+}
+
+// An allocation made while the agent itself was running (its own libraries' nested calls):
+// kept in the live table so its release is recognised, never reported or counted.
+void record_internal_alloc(void* p, size_t size) {
+    hl_block_t b = {.addr = (uintptr_t)p, .size = size, .is_internal = 1};
+    live_insert(&b);
+}
+
+void record_internal_free(void* p) {
+    hl_block_t b;
+    live_remove((uintptr_t)p, &b);
+}
+
+static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    ev->ticks = clock_ticks();
+    ev->addr = b->addr;
+    ev->size = b->seq;
+    ev->aux = b->thread;
+    ev->kind = EV_FREE;
+    ev->fn = (uint8_t)fn;
+    ring_commit(r);
+}
+
+int record_free(hl_thread_t* t, void* p, int fn) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return 1;
+    hl_block_t b;
+    int state = live_remove((uintptr_t)p, &b);
+    if (hl_likely(state == HL_BLOCK_LIVE)) {
+        if (hl_unlikely(b.is_internal))
+            return 1;
+        if (hl_unlikely(hl_fn_family((int)b.fn) != hl_fn_family(fn)))
+            error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b);
+        if (b.guarded && hl_unlikely(!guard_is_intact(&b)))
+            error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b);
+        push_free(t, &b, fn);
+        if (hl_unlikely(t->park_pending))
+            scan_park_self();
+        return 1;
+    }
+    if (!agent_is_from_start())
+        return 1; // allocated before the agent came: not ours to judge
+    error_report(state == HL_BLOCK_FREED ? HL_ERR_DOUBLE_FREE : HL_ERR_INVALID_FREE, fn,
+                 (uintptr_t)p, state == HL_BLOCK_FREED ? &b : NULL);
+    return 0;
+}
+
+// realloc removes the old block before the real call (its address may be handed to another
+// thread the moment the allocator releases it) and puts it back if the call fails.
+int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return -1;
+    int state = live_remove((uintptr_t)p, old);
+    if (hl_likely(state == HL_BLOCK_LIVE)) {
+        if (old->guarded && hl_unlikely(!guard_is_intact(old)))
+            error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old);
+        return 0;
+    }
+    if (!agent_is_from_start())
+        return 1;
+    if (state == HL_BLOCK_FREED)
+        error_report(HL_ERR_REALLOC_FREED, HL_FN_REALLOC, (uintptr_t)p, old);
+    else
+        error_report(HL_ERR_INVALID_FREE, HL_FN_REALLOC, (uintptr_t)p, NULL);
+    return 2;
+}
+
+void record_realloc_undo(const hl_block_t* old) { live_insert(old); }
+
+void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size) {
+    if (!old->is_internal)
+        push_free(t, old, HL_FN_REALLOC);
+    if (q)
+        record_alloc(t, q, size, HL_FN_REALLOC);
+}
+
+void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    uint32_t stack = stack_capture();
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    ev->ticks = clock_ticks();
+    ev->addr = (uintptr_t)p;
+    ev->size = len;
+    ev->aux = stack;
+    ev->kind = EV_MMAP;
+    ev->fn = HL_FN_MMAP;
+    ev->extra = (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8));
+    ring_commit(r);
+}
+
+void record_munmap(hl_thread_t* t, void* p, size_t len) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    ev->ticks = clock_ticks();
+    ev->addr = (uintptr_t)p;
+    ev->size = len;
+    ev->aux = 0;
+    ev->kind = EV_MUNMAP;
+    ev->fn = HL_FN_MUNMAP;
+    ring_commit(r);
+}
+
+void record_modules_changed(hl_thread_t* t) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    memset(ev, 0, sizeof *ev);
+    ev->ticks = clock_ticks();
+    ev->kind = EV_MODULES;
+    ring_commit(r);
+}
+
+size_t record_usable_size(void* p) {
+    hl_block_t b;
+    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.guarded)
+        return b.size;
+    return (size_t)-1;
+}

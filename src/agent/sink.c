@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// sink.c - where the trace goes: a file named from the output template, written in
+// zstd-compressed chunks with plain write(2) (EINTR and short writes handled). A write error
+// stops tracing with one message; the program runs on. The session index tells the CLI which
+// files this run produced (children and exec'd images each write their own).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#include "../common/format.h"
+#include "agent.h"
+
+static int sink_fd = -1;
+static int sink_failed;
+static char path[1100];
+static ZSTD_CCtx* cctx;
+static uint8_t* out_buf;
+static size_t out_cap;
+
+// zstd's working memory comes from agent pages: the host's heap never sees it.
+static void* zalloc(void* opaque, size_t size) {
+    (void)opaque;
+    size_t* p = os_map(size + 16);
+    if (!p)
+        return NULL;
+    p[0] = size + 16;
+    return (uint8_t*)p + 16;
+}
+static void zfree(void* opaque, void* addr) {
+    (void)opaque;
+    if (!addr)
+        return;
+    size_t* p = (size_t*)((uint8_t*)addr - 16);
+    os_unmap(p, p[0]);
+}
+
+static long sys_open(const char* p, int flags, int mode) {
+    return syscall(SYS_openat, AT_FDCWD, p, flags | O_CLOEXEC, mode);
+}
+
+static size_t exe_name(char* out, size_t cap) {
+    char buf[1024];
+    long n = syscall(SYS_readlink, "/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        n = 0;
+    buf[n] = 0;
+    const char* base = buf;
+    for (const char* s = buf; *s; s++)
+        if (*s == '/')
+            base = s + 1;
+    size_t len = strlen(base);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, base, len);
+    out[len] = 0;
+    return len;
+}
+
+static void expand(char* out, size_t cap, const char* tmpl, int pid) {
+    size_t o = 0;
+    for (const char* t = tmpl; *t && o + 32 < cap; t++) {
+        if (t[0] == '%' && t[1] == 'p') {
+            o += (size_t)hl_fmt(out + o, cap - o, "%d", pid);
+            t++;
+        } else if (t[0] == '%' && t[1] == 'e') {
+            o += exe_name(out + o, cap - o > 256 ? 256 : cap - o);
+            t++;
+        } else {
+            out[o++] = *t;
+        }
+    }
+    out[o] = 0;
+}
+
+static void session_note(int pid, int ppid) {
+    if (!hl_opt.session[0])
+        return;
+    int fd = (int)sys_open(hl_opt.session, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0)
+        return;
+    char line[1300];
+    int n = hl_fmt(line, sizeof line, "%d %d %s\n", pid, ppid, path);
+    os_write_all(fd, line, (size_t)n);
+    close(fd);
+}
+
+int sink_open(void) {
+    if (sink_fd >= 0)
+        return 0;
+    if (sink_failed)
+        return -1;
+    int pid = (int)getpid();
+    char base[1100];
+    expand(base, sizeof base, hl_opt.output, pid);
+    int fd = -1;
+    for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
+        if (attempt == 0)
+            hl_fmt(path, sizeof path, "%s", base);
+        else
+            hl_fmt(path, sizeof path, "%s.%d", base, attempt);
+        fd = (int)sys_open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        hl_log("cannot create trace file %s: %s; not tracing", path,
+               errno == EACCES ? "permission denied" : errno == ENOENT ? "no such directory"
+                                                                       : "error");
+        sink_failed = 1;
+        return -1;
+    }
+    static const ZSTD_customMem mem = {zalloc, zfree, NULL};
+    cctx = ZSTD_createCCtx_advanced(mem);
+    if (cctx) {
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    }
+    uint8_t header[HL_FILE_HEADER_SIZE] = {0};
+    memcpy(header, HL_TRACE_MAGIC, 8);
+    header[8] = (uint8_t)HL_TRACE_VERSION;
+    if (os_write_all(fd, header, sizeof header) != 0) {
+        close(fd);
+        sink_failed = 1;
+        return -1;
+    }
+    sink_fd = fd;
+    session_note(pid, (int)getppid());
+    return 0;
+}
+
+static void put_u32(uint8_t* p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+int sink_write_chunk(const uint8_t* raw, size_t len) {
+    if (sink_fd < 0 && sink_open() != 0)
+        return -1;
+    if (len == 0)
+        return 0;
+    size_t bound = ZSTD_compressBound(len) + HL_CHUNK_HEADER_SIZE;
+    if (bound > out_cap) {
+        if (out_buf)
+            os_unmap(out_buf, out_cap);
+        out_cap = bound * 2;
+        out_buf = os_map(out_cap);
+        if (!out_buf) {
+            out_cap = 0;
+            return -1;
+        }
+    }
+    size_t stored = cctx ? ZSTD_compress2(cctx, out_buf + HL_CHUNK_HEADER_SIZE,
+                                          out_cap - HL_CHUNK_HEADER_SIZE, raw, len)
+                         : 0;
+    if (!cctx || ZSTD_isError(stored))
+        return -1;
+    put_u32(out_buf, HL_CHUNK_MAGIC);
+    put_u32(out_buf + 4, (uint32_t)stored);
+    put_u32(out_buf + 8, (uint32_t)len);
+    long r = os_write_all(sink_fd, out_buf, stored + HL_CHUNK_HEADER_SIZE);
+    if (r != 0) {
+        hl_log("writing %s failed (%s); tracing stops here, the program goes on", path,
+               r == -ENOSPC ? "disk full" : "I/O error");
+        close(sink_fd);
+        sink_fd = -1;
+        sink_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+void sink_close(void) {
+    if (sink_fd >= 0)
+        close(sink_fd);
+    sink_fd = -1;
+}
+
+int sink_is_open(void) { return sink_fd >= 0; }
+int sink_has_failed(void) { return sink_failed; }
+const char* sink_path(void) { return path; }
+
+// The child must not write into the parent's file: forget it (the fd closes with exec or stays
+// harmlessly open) and open its own on first use.
+void sink_reset_after_fork(void) {
+    if (sink_fd >= 0)
+        close(sink_fd);
+    sink_fd = -1;
+    sink_failed = 0;
+}

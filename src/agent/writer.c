@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: MIT
+// writer.c - the writer thread: wakes every sample period (or when a ring is half full),
+// drains every thread's ring in time order, encodes records, samples RSS and writes
+// compressed chunks. All encoder state lives behind one lock that only the writer, heap-error
+// reports, fork and exit take, never the allocation hot path.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/clock.h"
+#include "../common/varint.h"
+#include "agent.h"
+#include "encode.h"
+
+_Atomic int hl_writer_sleeping;
+static _Atomic int writer_wake;
+static _Atomic int writer_mutex;
+static _Atomic int writer_running;
+static int writer_tid;
+static hl_enc_t enc;
+static uint8_t* stack_emitted;   // bitmap by stack id
+static size_t stack_emitted_cap; // bytes
+static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
+static int need_preamble = 1;
+static int is_fork_child;
+static uint64_t last_flush_ns, last_sample_ns;
+
+// Tick -> ns since start. The rate is re-measured on every pass against CLOCK_MONOTONIC.
+static uint64_t tick0, mono0;
+static double ns_per_tick = 1.0;
+
+void writer_clock_init(void) {
+    tick0 = clock_ticks();
+    mono0 = clock_mono_ns();
+#if HL_CLOCK_IS_TSC
+    uint64_t m;
+    do
+        m = clock_mono_ns();
+    while (m - mono0 < 200000);
+    ns_per_tick = (double)(m - mono0) / (double)(clock_ticks() - tick0);
+#endif
+}
+
+static void clock_recalibrate(void) {
+#if HL_CLOCK_IS_TSC
+    uint64_t t = clock_ticks(), m = clock_mono_ns();
+    if (t - tick0 > 1000000)
+        ns_per_tick = (double)(m - mono0) / (double)(t - tick0);
+#endif
+}
+
+static int64_t ticks_to_ns(uint64_t t) { return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick); }
+int64_t writer_now_ns(void) { return ticks_to_ns(clock_ticks()); }
+int writer_thread_id(void) { return atomic_load(&writer_running) ? writer_tid : 0; }
+
+void writer_lock(void) {
+    while (atomic_exchange_explicit(&writer_mutex, 1, memory_order_acquire))
+        sched_yield();
+}
+void writer_unlock(void) { atomic_store_explicit(&writer_mutex, 0, memory_order_release); }
+
+// ---------------------------------------------------------------------------------------------
+// Record helpers
+// ---------------------------------------------------------------------------------------------
+static long read_file(const char* p, char* buf, size_t cap) {
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long total = 0;
+    for (;;) {
+        long n = syscall(SYS_read, fd, buf + total, cap - 1 - (size_t)total);
+        if (n <= 0)
+            break;
+        total += n;
+        if ((size_t)total >= cap - 1)
+            break;
+    }
+    close(fd);
+    buf[total] = 0;
+    return total;
+}
+
+static void emit_info(void) {
+    static char argv_buf[8192];
+    char exe[1024];
+    long n = syscall(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    long alen = read_file("/proc/self/cmdline", argv_buf, sizeof argv_buf);
+    if (alen < 0)
+        alen = 0;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    if (enc_reserve(&enc, 128 + strlen(exe) + (size_t)alen) != 0)
+        return;
+    enc_tag(&enc, REC_INFO);
+    enc_u(&enc, (uint64_t)getpid());
+    enc_u(&enc, (uint64_t)getppid());
+    enc_u(&enc, (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec);
+    enc_u(&enc, (uint64_t)hl_opt.depth);
+    enc_u(&enc, (uint64_t)hl_opt.guard);
+    enc_u(&enc, (agent_is_from_start() ? HL_INFO_FROM_START : 0) | (HL_CLOCK_IS_TSC ? HL_INFO_TSC : 0));
+    enc_bytes(&enc, exe, strlen(exe));
+    enc_bytes(&enc, argv_buf, (size_t)alen);
+    enc_u(&enc, (uint64_t)is_fork_child);
+}
+
+static void ensure_stack(uint32_t id) {
+    if (id == 0)
+        return;
+    size_t byte = id >> 3;
+    if (byte >= stack_emitted_cap) {
+        size_t cap = stack_emitted_cap ? stack_emitted_cap : 4096;
+        while (cap <= byte)
+            cap *= 2;
+        uint8_t* fresh = os_map(cap);
+        if (!fresh)
+            return;
+        if (stack_emitted) {
+            memcpy(fresh, stack_emitted, stack_emitted_cap);
+            os_unmap(stack_emitted, stack_emitted_cap);
+        }
+        stack_emitted = fresh;
+        stack_emitted_cap = cap;
+    }
+    if (stack_emitted[byte] & (1u << (id & 7)))
+        return;
+    const uintptr_t* ips;
+    int n = stack_get(id, &ips);
+    if (enc_reserve(&enc, 32 + (size_t)n * HL_VARINT_MAX) != 0)
+        return;
+    stack_emitted[byte] |= (uint8_t)(1u << (id & 7));
+    enc_tag(&enc, REC_STACK);
+    enc_u(&enc, id);
+    enc_u(&enc, (uint64_t)n);
+    uintptr_t prev = 0;
+    for (int i = 0; i < n; i++) {
+        enc_s(&enc, (int64_t)(ips[i] - prev));
+        prev = ips[i];
+    }
+}
+
+static void ensure_thread(uint32_t index, int tid) {
+    if (index >= (sizeof thread_emitted) * 8)
+        return;
+    if (thread_emitted[index >> 3] & (1u << (index & 7)))
+        return;
+    thread_emitted[index >> 3] |= (uint8_t)(1u << (index & 7));
+    if (enc_reserve(&enc, 32) != 0)
+        return;
+    enc_tag(&enc, REC_THREAD);
+    enc_u(&enc, index);
+    enc_u(&enc, (uint64_t)tid);
+}
+
+static void emit_inherited(const hl_block_t* b, void* arg) {
+    (void)arg;
+    if (b->is_internal)
+        return;
+    ensure_stack(b->stack);
+    if (enc_reserve(&enc, 80) != 0)
+        return;
+    enc_tag(&enc, REC_INHERIT);
+    enc_u(&enc, b->thread);
+    enc_u(&enc, b->seq);
+    enc_u(&enc, b->addr);
+    enc_u(&enc, b->size);
+    enc_u(&enc, b->stack);
+    enc_u(&enc, b->fn);
+}
+
+static void preamble(void) {
+    if (!need_preamble)
+        return;
+    need_preamble = 0;
+    emit_info();
+    modules_refresh(&enc);
+    if (is_fork_child)
+        live_for_each(emit_inherited, NULL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Draining: a k-way merge by timestamp over the rings, so the trace is in time order across
+// threads (each ring is already in order).
+// ---------------------------------------------------------------------------------------------
+static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
+    ensure_thread(r->thread_index, r->tid);
+    if (enc_reserve(&enc, 96) != 0)
+        return;
+    int64_t t = ticks_to_ns(ev->ticks);
+    switch (ev->kind) {
+    case EV_ALLOC:
+        ensure_stack(ev->aux);
+        enc_tag(&enc, REC_ALLOC);
+        enc_u(&enc, r->thread_index);
+        enc_time(&enc, t);
+        enc_addr(&enc, ev->addr);
+        enc_u(&enc, ev->size);
+        enc_u(&enc, ev->aux);
+        enc_u(&enc, ev->fn);
+        break;
+    case EV_FREE:
+        enc_tag(&enc, REC_FREE);
+        enc_u(&enc, r->thread_index);
+        enc_time(&enc, t);
+        enc_u(&enc, ev->aux);
+        enc_u(&enc, ev->size);
+        enc_u(&enc, ev->fn);
+        break;
+    case EV_MMAP:
+        ensure_stack(ev->aux);
+        enc_tag(&enc, REC_MMAP);
+        enc_u(&enc, r->thread_index);
+        enc_time(&enc, t);
+        enc_u(&enc, ev->addr);
+        enc_u(&enc, ev->size);
+        enc_u(&enc, ev->extra & 0xff);
+        enc_u(&enc, ev->extra >> 8);
+        enc_u(&enc, ev->aux);
+        break;
+    case EV_MUNMAP:
+        enc_tag(&enc, REC_MUNMAP);
+        enc_u(&enc, r->thread_index);
+        enc_time(&enc, t);
+        enc_u(&enc, ev->addr);
+        enc_u(&enc, ev->size);
+        break;
+    case EV_MODULES:
+        modules_refresh(&enc);
+        break;
+    default:
+        break;
+    }
+}
+
+#define HL_MERGE_MAX 256
+static void drain_all(void) {
+    preamble();
+    for (;;) {
+        hl_ring_t* rings[HL_MERGE_MAX];
+        uint64_t pos[HL_MERGE_MAX], end[HL_MERGE_MAX];
+        int k = 0, more = 0;
+        thread_lock();
+        for (hl_ring_t* r = thread_rings(); r; r = r->next) {
+            int dead = atomic_load_explicit(&r->is_dead, memory_order_acquire);
+            if (dead == 2)
+                continue;
+            uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+            uint64_t tl = atomic_load_explicit(&r->tail, memory_order_relaxed);
+            if (h == tl) {
+                if (dead == 1)
+                    atomic_store_explicit(&r->is_dead, 2, memory_order_release);
+                continue;
+            }
+            if (k == HL_MERGE_MAX) {
+                more = 1;
+                break;
+            }
+            rings[k] = r;
+            pos[k] = tl;
+            end[k] = h;
+            k++;
+        }
+        thread_unlock();
+        if (k == 0)
+            return;
+        for (;;) {
+            int best = -1;
+            uint64_t best_t = 0;
+            for (int i = 0; i < k; i++) {
+                if (pos[i] == end[i])
+                    continue;
+                uint64_t t = rings[i]->events[pos[i] & (HL_RING_EVENTS - 1)].ticks;
+                if (best < 0 || (int64_t)(t - best_t) < 0) {
+                    best = i;
+                    best_t = t;
+                }
+            }
+            if (best < 0)
+                break;
+            hl_ring_t* r = rings[best];
+            encode_event(&r->events[pos[best] & (HL_RING_EVENTS - 1)], r);
+            pos[best]++;
+            if ((pos[best] & 255) == 0) // hand space back to a producer that may be waiting
+                atomic_store_explicit(&r->tail, pos[best], memory_order_release);
+        }
+        for (int i = 0; i < k; i++)
+            atomic_store_explicit(&rings[i]->tail, end[i], memory_order_release);
+        if (!more)
+            return;
+    }
+}
+
+static void flush_chunk(void) {
+    if (enc.len == 0)
+        return;
+    sink_write_chunk(enc.buf, enc.len);
+    enc.len = 0;
+    // Deltas restart per chunk, so each chunk decodes on its own after a damaged one.
+    enc.last_time = 0;
+    enc.last_addr = 0;
+    last_flush_ns = clock_mono_ns();
+}
+
+static void sample(void) {
+    char buf[256];
+    uint64_t rss = 0;
+    if (read_file("/proc/self/statm", buf, sizeof buf) > 0) {
+        const char* s = buf;
+        while (*s && *s != ' ')
+            s++;
+        while (*s == ' ')
+            s++;
+        for (; *s >= '0' && *s <= '9'; s++)
+            rss = rss * 10 + (uint64_t)(*s - '0');
+        rss *= (uint64_t)sysconf(_SC_PAGESIZE);
+    }
+    if (enc_reserve(&enc, 64) != 0)
+        return;
+    enc_tag(&enc, REC_SAMPLE);
+    enc_time(&enc, writer_now_ns());
+    enc_u(&enc, 0);
+    enc_u(&enc, 0);
+    enc_u(&enc, 0);
+    enc_u(&enc, rss);
+}
+
+// One writer pass; the caller holds the writer lock.
+static void pass(int force_flush) {
+    clock_recalibrate();
+    drain_all();
+    uint64_t now = clock_mono_ns();
+    if (now - last_sample_ns >= (uint64_t)hl_opt.sample_ms * 1000000u) {
+        sample();
+        last_sample_ns = now;
+    }
+    if (force_flush || enc.len >= (1u << 20) || now - last_flush_ns >= 100000000u)
+        flush_chunk();
+}
+
+static void* writer_main(void* arg) {
+    (void)arg;
+    hl_self.busy = 1; // nothing this thread does is the program's
+    writer_tid = os_gettid();
+    for (;;) {
+        atomic_store(&writer_wake, 0);
+        atomic_store(&hl_writer_sleeping, 1);
+        os_futex_wait(&writer_wake, 0, (long)hl_opt.sample_ms * 1000000L);
+        atomic_store(&hl_writer_sleeping, 0);
+        writer_lock();
+        if (atomic_load(&hl_phase) != HL_ON) {
+            writer_unlock();
+            break;
+        }
+        pass(0);
+        writer_unlock();
+    }
+    atomic_store(&writer_running, 0);
+    return NULL;
+}
+
+void writer_kick(void) {
+    atomic_store(&writer_wake, 1);
+    os_futex_wake(&writer_wake, 1);
+}
+
+int writer_start(void) {
+    if (atomic_exchange(&writer_running, 1))
+        return 0;
+    pthread_t th;
+    pthread_attr_t attr;
+    sigset_t all, old;
+    sigfillset(&all);
+    // The host may expect to receive its signals on threads it made; the writer takes none.
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, writer_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        atomic_store(&writer_running, 0);
+        return -rc;
+    }
+    return 0;
+}
+
+// A full ring: let the writer catch up. The producer waits rather than drop the event.
+void ring_wait_space(hl_ring_t* r) {
+    if (!atomic_load(&writer_running))
+        writer_start();
+    for (int spins = 0;; spins++) {
+        if (hl_self.park_pending)
+            scan_park_self(); // a scan waits for this thread; the writer waits for the scan
+        writer_kick();
+        if (!atomic_load(&writer_running)) {
+            // No writer (fork child before start, or start failed): drain on this thread.
+            writer_lock();
+            pass(0);
+            writer_unlock();
+        }
+        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache < HL_RING_EVENTS)
+            return;
+        if (spins > 100) {
+            // The writer may be parked by a stop-the-world in progress; drain ourselves.
+            writer_lock();
+            pass(0);
+            writer_unlock();
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+void writer_flush_sync(void) {
+    writer_lock();
+    pass(1);
+    writer_unlock();
+}
+
+void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
+                      const hl_block_t* block) {
+    writer_lock();
+    preamble();
+    ensure_stack(call_stack);
+    if (block)
+        ensure_stack(block->stack);
+    if (enc_reserve(&enc, 160) == 0) {
+        enc_tag(&enc, REC_ERROR);
+        enc_u(&enc, (uint64_t)kind);
+        enc_u(&enc, thread);
+        enc_time(&enc, writer_now_ns());
+        enc_u(&enc, call_stack);
+        enc_u(&enc, addr);
+        enc_u(&enc, (uint64_t)fn);
+        enc_u(&enc, block ? 1 : 0);
+        if (block) {
+            enc_u(&enc, block->thread);
+            enc_u(&enc, block->seq);
+            enc_u(&enc, block->size);
+            enc_u(&enc, block->stack);
+            enc_u(&enc, block->fn);
+            enc_u(&enc, 0);
+        }
+    }
+    writer_unlock();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The end: everything drained, the scan's verdicts, END, and the file closed.
+// The caller has stopped the world (or knows it is alone) and holds the writer lock.
+// ---------------------------------------------------------------------------------------------
+hl_enc_t* writer_encoder_locked(void) {
+    pass(0);
+    return &enc;
+}
+
+void writer_end_locked(int how, int value) {
+    drain_all();
+    if (enc_reserve(&enc, 32) == 0) {
+        enc_tag(&enc, REC_END);
+        enc_time(&enc, writer_now_ns());
+        enc_u(&enc, (uint64_t)how);
+        enc_u(&enc, (uint64_t)value);
+    }
+    flush_chunk();
+    sink_close();
+}
+
+void writer_exec_locked(const char* path) {
+    drain_all();
+    size_t n = strlen(path);
+    if (enc_reserve(&enc, 32 + n) == 0) {
+        enc_tag(&enc, REC_EXEC);
+        enc_time(&enc, writer_now_ns());
+        enc_bytes(&enc, path, n);
+    }
+    flush_chunk();
+}
+
+void writer_reset_after_fork(void) {
+    atomic_store(&writer_mutex, 0);
+    atomic_store(&writer_running, 0);
+    atomic_store(&hl_writer_sleeping, 0);
+    enc.len = 0;
+    enc.last_time = 0;
+    enc.last_addr = 0;
+    if (stack_emitted)
+        memset(stack_emitted, 0, stack_emitted_cap);
+    memset(thread_emitted, 0, sizeof thread_emitted);
+    need_preamble = 1;
+    is_fork_child = 1;
+    last_flush_ns = clock_mono_ns();
+}

@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: MIT
+// symbols.c - symbolizer on top of elfutils libdwfl: one Dwfl per module placed at bias 0 so
+// trace addresses (ip - load bias) can be looked up as they are, DWARF scopes for inline chains,
+// the ELF symbol table as fallback, and memo + string-intern tables so every distinct address and
+// string is resolved and stored once. Not thread-safe: one symbolizer belongs to one thread.
+
+#include "symbols.h"
+
+#include <dwarf.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// From libstdc++ (the C++ ABI); declared by hand because this is a C translation unit.
+char* __cxa_demangle(const char* mangled, char* buf, size_t* len, int* status);
+
+// Deeper inline nests exist only in pathological code; the extra frames are dropped outward.
+#define MAX_CHAIN 64
+#define ARENA_BLOCK (64 * 1024)
+
+typedef struct arena_block_s {
+    struct arena_block_s* next;
+    size_t used, size;
+    max_align_t data[];
+} arena_block_t;
+
+enum { MOD_UNOPENED, MOD_OPEN, MOD_UNKNOWN };
+
+typedef struct {
+    char* path;        // as registered; reported back for "module+0xoff"
+    uint8_t* build_id; // NULL when the trace did not record one
+    size_t build_id_len;
+    int state;
+    Dwfl* dwfl;
+    Dwfl_Module* mod;
+} module_t;
+
+typedef struct {
+    uint64_t addr;
+    int32_t module; // -1: empty slot
+    uint32_t nframes;
+    sym_frame_t* frames;
+} memo_entry_t;
+
+typedef struct {
+    const char* str; // NULL: empty slot
+    uint64_t hash;
+} intern_entry_t;
+
+struct symbolizer_s {
+    char* sysroot;
+    char* debuginfo_path;     // referenced by callbacks; must live as long as any Dwfl
+    Dwfl_Callbacks callbacks; // libdwfl keeps a pointer to it, so it lives here, not on a stack
+    module_t* modules;
+    int nmodules, cap_modules;
+    memo_entry_t* memo;
+    size_t memo_cap, memo_count;
+    intern_entry_t* interned;
+    size_t intern_cap, intern_count;
+    arena_block_t* arena;
+    bool oom; // set by helpers that cannot report errors themselves; stops memoising bad results
+};
+
+// ---------------------------------------------------------------------------------------------
+// Storage: a bump arena, because frames and strings are never freed before the symbolizer.
+
+static void* arena_alloc(symbolizer_t* sym, size_t size) {
+    size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    arena_block_t* b = sym->arena;
+    if (!b || b->size - b->used < size) {
+        size_t cap = size > ARENA_BLOCK ? size : ARENA_BLOCK;
+        b = malloc(sizeof(*b) + cap);
+        if (!b) {
+            sym->oom = true;
+            return NULL;
+        }
+        b->next = sym->arena;
+        b->used = 0;
+        b->size = cap;
+        sym->arena = b;
+    }
+    void* p = (char*)b->data + b->used;
+    b->used += size;
+    return p;
+}
+
+static uint64_t hash_bytes(const char* s, size_t len) {
+    uint64_t h = 0xcbf29ce484222325ull; // FNV-1a
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t hash_key(int module, uint64_t addr) {
+    uint64_t x = addr ^ ((uint64_t)(uint32_t)module << 40) ^ 0x9e3779b97f4a7c15ull; // splitmix64
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static int intern_grow(symbolizer_t* sym) {
+    size_t cap = sym->intern_cap ? sym->intern_cap * 2 : 1024;
+    intern_entry_t* t = calloc(cap, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < sym->intern_cap; i++) {
+        intern_entry_t e = sym->interned[i];
+        if (!e.str)
+            continue;
+        size_t j = e.hash & (cap - 1);
+        while (t[j].str)
+            j = (j + 1) & (cap - 1);
+        t[j] = e;
+    }
+    free(sym->interned);
+    sym->interned = t;
+    sym->intern_cap = cap;
+    return 0;
+}
+
+// Returns the symbolizer's single copy of s, or NULL (s NULL, or out of memory: sym->oom).
+static const char* intern(symbolizer_t* sym, const char* s) {
+    if (!s)
+        return NULL;
+    if (sym->intern_count * 2 >= sym->intern_cap && intern_grow(sym) < 0) {
+        sym->oom = true;
+        return NULL;
+    }
+    size_t len = strlen(s);
+    uint64_t h = hash_bytes(s, len);
+    size_t j = h & (sym->intern_cap - 1);
+    while (sym->interned[j].str) {
+        if (sym->interned[j].hash == h && strcmp(sym->interned[j].str, s) == 0)
+            return sym->interned[j].str;
+        j = (j + 1) & (sym->intern_cap - 1);
+    }
+    char* copy = arena_alloc(sym, len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, s, len + 1);
+    sym->interned[j].str = copy;
+    sym->interned[j].hash = h;
+    sym->intern_count++;
+    return copy;
+}
+
+static const char* intern_function(symbolizer_t* sym, const char* name) {
+    if (!name)
+        return NULL;
+    if (name[0] == '_' && name[1] == 'Z') {
+        int status = 0;
+        char* demangled = __cxa_demangle(name, NULL, NULL, &status);
+        if (demangled && status == 0) {
+            const char* r = intern(sym, demangled);
+            free(demangled);
+            return r;
+        }
+        free(demangled);
+    }
+    return intern(sym, name);
+}
+
+static memo_entry_t* memo_find(symbolizer_t* sym, int module, uint64_t addr) {
+    if (!sym->memo_cap)
+        return NULL;
+    size_t j = hash_key(module, addr) & (sym->memo_cap - 1);
+    while (sym->memo[j].module >= 0) {
+        if (sym->memo[j].module == module && sym->memo[j].addr == addr)
+            return &sym->memo[j];
+        j = (j + 1) & (sym->memo_cap - 1);
+    }
+    return NULL;
+}
+
+static int memo_grow(symbolizer_t* sym) {
+    size_t cap = sym->memo_cap ? sym->memo_cap * 2 : 4096;
+    memo_entry_t* t = malloc(cap * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < cap; i++)
+        t[i].module = -1;
+    for (size_t i = 0; i < sym->memo_cap; i++) {
+        memo_entry_t e = sym->memo[i];
+        if (e.module < 0)
+            continue;
+        size_t j = hash_key(e.module, e.addr) & (cap - 1);
+        while (t[j].module >= 0)
+            j = (j + 1) & (cap - 1);
+        t[j] = e;
+    }
+    free(sym->memo);
+    sym->memo = t;
+    sym->memo_cap = cap;
+    return 0;
+}
+
+static memo_entry_t* memo_insert(symbolizer_t* sym, int module, uint64_t addr,
+                                 const sym_frame_t* frames, int n) {
+    if ((sym->memo_count + 1) * 2 > sym->memo_cap && memo_grow(sym) < 0)
+        return NULL;
+    sym_frame_t* copy = arena_alloc(sym, (size_t)n * sizeof(*copy));
+    if (!copy)
+        return NULL;
+    memcpy(copy, frames, (size_t)n * sizeof(*copy));
+    size_t j = hash_key(module, addr) & (sym->memo_cap - 1);
+    while (sym->memo[j].module >= 0)
+        j = (j + 1) & (sym->memo_cap - 1);
+    sym->memo[j] =
+        (memo_entry_t){.addr = addr, .module = module, .nframes = (uint32_t)n, .frames = copy};
+    sym->memo_count++;
+    return &sym->memo[j];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public lifetime API.
+
+symbolizer_t* symbolizer_new(const char* sysroot) {
+    symbolizer_t* sym = calloc(1, sizeof(*sym));
+    if (!sym)
+        return NULL;
+    if (sysroot && sysroot[0]) {
+        sym->sysroot = strdup(sysroot);
+        // Same search as libdwfl's default (file's dir, its .debug/, /usr/lib/debug incl.
+        // .build-id), but the global directory must come from the recording host's tree.
+        size_t len = strlen(sysroot) + sizeof(":.debug:/usr/lib/debug");
+        sym->debuginfo_path = malloc(len);
+        if (!sym->sysroot || !sym->debuginfo_path) {
+            symbolizer_free(sym);
+            return NULL;
+        }
+        snprintf(sym->debuginfo_path, len, ":.debug:%s/usr/lib/debug", sysroot);
+    }
+    sym->callbacks.find_elf = dwfl_build_id_find_elf;
+    sym->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+    sym->callbacks.section_address = dwfl_offline_section_address;
+    sym->callbacks.debuginfo_path = sym->debuginfo_path ? &sym->debuginfo_path : NULL;
+    return sym;
+}
+
+void symbolizer_free(symbolizer_t* sym) {
+    if (!sym)
+        return;
+    for (int i = 0; i < sym->nmodules; i++) {
+        if (sym->modules[i].dwfl)
+            dwfl_end(sym->modules[i].dwfl);
+        free(sym->modules[i].path);
+        free(sym->modules[i].build_id);
+    }
+    free(sym->modules);
+    free(sym->memo);
+    free(sym->interned);
+    for (arena_block_t* b = sym->arena; b;) {
+        arena_block_t* next = b->next;
+        free(b);
+        b = next;
+    }
+    free(sym->debuginfo_path);
+    free(sym->sysroot);
+    free(sym);
+}
+
+int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* build_id,
+                          size_t build_id_len) {
+    if (!sym || !path)
+        return -EINVAL;
+    if (sym->nmodules == sym->cap_modules) {
+        int cap = sym->cap_modules ? sym->cap_modules * 2 : 16;
+        module_t* m = realloc(sym->modules, (size_t)cap * sizeof(*m));
+        if (!m)
+            return -ENOMEM;
+        sym->modules = m;
+        sym->cap_modules = cap;
+    }
+    module_t* m = &sym->modules[sym->nmodules];
+    memset(m, 0, sizeof(*m));
+    m->path = strdup(path);
+    if (!m->path)
+        return -ENOMEM;
+    if (build_id && build_id_len) {
+        m->build_id = malloc(build_id_len);
+        if (!m->build_id) {
+            free(m->path);
+            return -ENOMEM;
+        }
+        memcpy(m->build_id, build_id, build_id_len);
+        m->build_id_len = build_id_len;
+    }
+    m->state = MOD_UNOPENED;
+    return sym->nmodules++;
+}
+
+const char* symbolizer_module_path(const symbolizer_t* sym, int module) {
+    if (!sym || module < 0 || module >= sym->nmodules)
+        return NULL;
+    return sym->modules[module].path;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module opening.
+
+// Opens the file behind m and reports it at bias 0. Returns 0 or -errno; any failure simply
+// leaves the module unknown, since a trace routinely names files this host does not have.
+static int module_open(symbolizer_t* sym, module_t* m) {
+    char* full = NULL;
+    const char* file = m->path;
+    if (sym->sysroot) {
+        size_t len = strlen(sym->sysroot) + strlen(m->path) + 1;
+        full = malloc(len);
+        if (!full)
+            return -ENOMEM;
+        snprintf(full, len, "%s%s", sym->sysroot, m->path);
+        file = full;
+    }
+    int err = 0;
+    // O_NONBLOCK + S_ISREG: a trace path such as a FIFO or device must not hang the report.
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        err = -errno;
+        goto out;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        err = -ENOEXEC;
+        goto out;
+    }
+    m->dwfl = dwfl_begin(&sym->callbacks);
+    if (!m->dwfl) {
+        close(fd);
+        err = -ENOMEM;
+        goto out;
+    }
+    dwfl_report_begin(m->dwfl);
+    // add_p_vaddr with base 0 puts an ET_DYN file at its link-time addresses (bias 0); ET_EXEC
+    // is always there. Either way a module-relative address is a valid libdwfl address.
+    m->mod = dwfl_report_elf(m->dwfl, m->path, file, fd, 0, true);
+    if (!m->mod) {
+        close(fd); // only consumed on success
+        err = -ENOEXEC;
+        goto out;
+    }
+    dwfl_report_end(m->dwfl, NULL, NULL);
+
+    Dwarf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(m->mod, &bias);
+    GElf_Ehdr ehdr;
+    if (!elf || !gelf_getehdr(elf, &ehdr) || (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) ||
+        bias != 0) {
+        err = -ENOEXEC;
+        goto out;
+    }
+    if (m->build_id_len) {
+        const void* bits = NULL;
+        ssize_t n = dwelf_elf_gnu_build_id(elf, &bits);
+        // A rebuilt library at the same path would give confidently wrong names: refuse it.
+        if (n <= 0 || (size_t)n != m->build_id_len || memcmp(bits, m->build_id, (size_t)n) != 0) {
+            err = -ESTALE;
+            goto out;
+        }
+    }
+out:
+    free(full);
+    if (err < 0 && m->dwfl) {
+        dwfl_end(m->dwfl);
+        m->dwfl = NULL;
+        m->mod = NULL;
+    }
+    return err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Address resolution.
+
+static const char* die_function_name(Dwarf_Die* die) {
+    Dwarf_Attribute attr;
+    // Only a mangled linkage name adds information (scope and parameters) over DW_AT_name; any
+    // other linkage name is an asm label the user did not write in the source.
+    const char* name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (name && name[0] == '_' && name[1] == 'Z')
+        return name;
+    return dwarf_diename(die);
+}
+
+// Fills out[] from DWARF scopes, innermost first. Returns the number of frames (0: no DWARF
+// function covers addr).
+static int dwarf_chain(symbolizer_t* sym, Dwfl_Module* mod, Dwarf_Addr addr, const char* file,
+                       uint32_t line, sym_frame_t* out, int cap) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* cudie = dwfl_module_addrdie(mod, addr, &bias);
+    if (!cudie)
+        return 0;
+    Dwarf_Die* scopes = NULL;
+    int nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
+    if (nscopes <= 0) {
+        free(scopes);
+        return 0;
+    }
+    // Past the innermost inlined_subroutine dwarf_getscopes follows the abstract origin's
+    // lexical parents, not the function the code was inlined into; the physical parents of the
+    // innermost DIE are the real call chain.
+    Dwarf_Die innermost = scopes[0];
+    free(scopes);
+    scopes = NULL;
+    nscopes = dwarf_getscopes_die(&innermost, &scopes);
+    if (nscopes <= 0) {
+        free(scopes);
+        return 0;
+    }
+    Dwarf_Files* files = NULL;
+    Dwarf_Die cu;
+    if (!dwarf_diecu(&innermost, &cu, NULL, NULL) || dwarf_getsrcfiles(&cu, &files, NULL) != 0)
+        files = NULL;
+
+    int n = 0;
+    for (int i = 0; i < nscopes && n < cap; i++) {
+        Dwarf_Die* die = &scopes[i];
+        int tag = dwarf_tag(die);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+            tag != DW_TAG_entry_point)
+            continue;
+        out[n].function = intern_function(sym, die_function_name(die));
+        out[n].file = file;
+        out[n].line = line;
+        out[n].is_inlined = tag == DW_TAG_inlined_subroutine;
+        n++;
+        if (tag != DW_TAG_inlined_subroutine)
+            break;
+        // The caller's frame is positioned at this inline's call site.
+        Dwarf_Attribute attr;
+        Dwarf_Word val;
+        file = NULL;
+        line = 0;
+        if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+            file = intern(sym, dwarf_filesrc(files, val, NULL, NULL));
+        if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
+            line = (uint32_t)val;
+    }
+    free(scopes);
+    return n;
+}
+
+static int resolve(symbolizer_t* sym, module_t* m, uint64_t addr, sym_frame_t* out, int cap) {
+    memset(&out[0], 0, sizeof(out[0]));
+    if (m->state == MOD_UNOPENED)
+        m->state = module_open(sym, m) == 0 ? MOD_OPEN : MOD_UNKNOWN;
+    if (m->state != MOD_OPEN)
+        return 1;
+
+    Dwfl_Module* mod = m->mod;
+    const char* file = NULL;
+    int lineno = 0;
+    Dwfl_Line* dl = dwfl_module_getsrc(mod, addr);
+    if (dl) {
+        Dwarf_Addr la;
+        int col;
+        file = intern(sym, dwfl_lineinfo(dl, &la, &lineno, &col, NULL, NULL));
+        if (lineno < 0)
+            lineno = 0;
+    }
+    int n = dwarf_chain(sym, mod, addr, file, (uint32_t)lineno, out, cap);
+    if (n == 0) {
+        out[0].file = file;
+        out[0].line = (uint32_t)lineno;
+        n = 1;
+    }
+    // Symbol table for what DWARF could not name (stripped file without debuginfo, asm, or a
+    // DIE without a name); only meaningful for the outermost, non-inlined frame.
+    if (!out[n - 1].function && !out[n - 1].is_inlined) {
+        GElf_Off off = 0;
+        GElf_Sym esym;
+        GElf_Word shndx = 0;
+        Elf* elf = NULL;
+        Dwarf_Addr bias = 0;
+        const char* name = dwfl_module_addrinfo(mod, addr, &off, &esym, &shndx, &elf, &bias);
+        out[n - 1].function = intern_function(sym, name);
+    }
+    return n;
+}
+
+int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_frame_t* frames,
+                      int max) {
+    if (!sym || module < 0 || module >= sym->nmodules || (max > 0 && !frames))
+        return -EINVAL;
+    if (max <= 0)
+        return 0;
+    memo_entry_t* e = memo_find(sym, module, rel_addr);
+    if (!e) {
+        sym_frame_t tmp[MAX_CHAIN];
+        sym->oom = false;
+        int n = resolve(sym, &sym->modules[module], rel_addr, tmp, MAX_CHAIN);
+        // A partial answer built while out of memory must not be remembered as the truth.
+        if (sym->oom)
+            return -ENOMEM;
+        e = memo_insert(sym, module, rel_addr, tmp, n);
+        if (!e)
+            return -ENOMEM;
+    }
+    int n = (int)e->nframes < max ? (int)e->nframes : max;
+    memcpy(frames, e->frames, (size_t)n * sizeof(*frames));
+    return n;
+}

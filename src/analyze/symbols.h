@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// symbols.h - turn module-relative code addresses into function, file:line and inline chains.
+// One symbolizer serves a whole trace. Modules are registered as the trace names them (path +
+// build-id); their ELF and DWARF are opened lazily on first lookup and cached, and every
+// address lookup is memoised, so a report pays for each distinct address once.
+#ifndef HL_SYMBOLS_H
+#define HL_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sym_frame_s {
+    const char* function; // demangled name, or NULL when unknown; owned by the symbolizer
+    const char* file;     // source path, or NULL; owned by the symbolizer
+    uint32_t line;        // 0 when unknown
+    uint32_t is_inlined;  // 1: this frame was inlined into the next (outer) one
+} sym_frame_t;
+
+typedef struct symbolizer_s symbolizer_t;
+
+// Create a symbolizer. sysroot (may be NULL) is prepended to module paths when opening them,
+// for symbolizing a trace recorded on another host. Returns NULL on out-of-memory.
+symbolizer_t* symbolizer_new(const char* sysroot);
+
+// Release everything, including every string handed out by symbolizer_lookup.
+void symbolizer_free(symbolizer_t* sym);
+
+// Register a module as the trace names it. build_id may be NULL/0 length. Files are not opened
+// here. Returns a module handle >= 0, or -errno (-ENOMEM).
+int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* build_id,
+                          size_t build_id_len);
+
+// Symbolize rel_addr, an address relative to the module's load bias (ip - bias) that already
+// points into the call instruction (return address - 1). Writes up to max frames, innermost
+// first: inlined frames precede the function they were inlined into. Always writes at least one
+// frame when max >= 1 (function NULL when nothing is known). Returns the number of frames.
+// A module whose file is missing or whose build-id differs yields frames with function NULL
+// (the caller prints module+offset).
+int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_frame_t* frames,
+                      int max);
+
+// The module's path as registered (for "module+0xoff" fallbacks).
+const char* symbolizer_module_path(const symbolizer_t* sym, int module);
+
+#endif

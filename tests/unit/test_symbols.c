@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+// test_symbols.c - symbolizer against real code: this binary's own -O2 -g functions (plain and
+// with an always_inline helper), libstdc++'s mangled exports, libc via separate debuginfo, and
+// the failure modes (missing file, wrong build-id) that must degrade to "unknown".
+#define _GNU_SOURCE
+#include "harness.h"
+#include "symbols.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+// ---------------------------------------------------------------------------------------------
+// Code under inspection. Each capture() call is followed by work so it is never a tail call,
+// which would make the return address point into our caller instead.
+
+static volatile uintptr_t captured_ra;
+static volatile int sink;
+static int plain_line, helper_line, caller_line;
+
+__attribute__((noinline, noclone)) static void capture(int x) {
+    captured_ra = (uintptr_t)__builtin_return_address(0);
+    sink += x;
+}
+
+__attribute__((noinline, noclone)) static int plain_function(int x) {
+    plain_line = __LINE__ + 1;
+    capture(x + 1);
+    return sink * 7 + x;
+}
+
+static inline __attribute__((always_inline)) int inline_helper(int x) {
+    helper_line = __LINE__ + 1;
+    capture(x * 5);
+    return sink ^ x;
+}
+
+__attribute__((noinline, noclone)) static int inline_caller(int x) {
+    caller_line = __LINE__ + 1;
+    int r = inline_helper(x + 3);
+    return r + sink * 11;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Locating modules the way the agent does: dl_iterate_phdr gives path and bias.
+
+typedef struct {
+    uintptr_t want; // address to find, or 0 for the main program (first entry)
+    uintptr_t bias;
+    char path[4096];
+    uint8_t build_id[64];
+    size_t build_id_len;
+    int found;
+} module_query_t;
+
+static void note_build_id(struct dl_phdr_info* info, module_query_t* q) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const char* p = (const char*)(info->dlpi_addr + ph->p_vaddr);
+        const char* end = p + ph->p_memsz;
+        size_t align = ph->p_align == 8 ? 8 : 4;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr)* nh = (const ElfW(Nhdr)*)p;
+            const char* name = p + sizeof(*nh);
+            const char* desc = name + ((nh->n_namesz + align - 1) & ~(align - 1));
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                nh->n_descsz <= sizeof(q->build_id)) {
+                memcpy(q->build_id, desc, nh->n_descsz);
+                q->build_id_len = nh->n_descsz;
+                return;
+            }
+            p = desc + ((nh->n_descsz + align - 1) & ~(align - 1));
+        }
+    }
+}
+
+static int find_module_cb(struct dl_phdr_info* info, size_t size, void* arg) {
+    (void)size;
+    module_query_t* q = arg;
+    if (q->want) {
+        int inside = 0;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+            uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+            if (ph->p_type == PT_LOAD && q->want >= lo && q->want < lo + ph->p_memsz)
+                inside = 1;
+        }
+        if (!inside)
+            return 0;
+        snprintf(q->path, sizeof(q->path), "%s", info->dlpi_name);
+    } else {
+        // The main program comes first and is listed with an empty name.
+        ssize_t n = readlink("/proc/self/exe", q->path, sizeof(q->path) - 1);
+        if (n <= 0)
+            return 1;
+        q->path[n] = 0;
+    }
+    q->bias = info->dlpi_addr;
+    note_build_id(info, q);
+    q->found = 1;
+    return 1;
+}
+
+static module_query_t find_module(uintptr_t addr) {
+    module_query_t q = {.want = addr};
+    dl_iterate_phdr(find_module_cb, &q);
+    return q;
+}
+
+static int ends_with(const char* s, const char* suffix) {
+    if (!s)
+        return 0;
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static uint64_t plain_site(const module_query_t* self) {
+    plain_function(1);
+    return captured_ra - 1 - self->bias;
+}
+
+static uint64_t inline_site(const module_query_t* self) {
+    inline_caller(2);
+    return captured_ra - 1 - self->bias;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(test_plain_function) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, self.path, self.build_id, self.build_id_len);
+    EXPECT_EQ_I(mod, 0);
+    EXPECT_STREQ(symbolizer_module_path(sym, mod), self.path);
+
+    sym_frame_t f[8];
+    int n = symbolizer_lookup(sym, mod, plain_site(&self), f, 8);
+    EXPECT_EQ_I(n, 1);
+    if (n >= 1) {
+        EXPECT_STREQ(f[0].function, "plain_function");
+        EXPECT_TRUE(ends_with(f[0].file, "test_symbols.c"));
+        EXPECT_EQ_U(f[0].line, plain_line);
+        EXPECT_EQ_U(f[0].is_inlined, 0);
+    }
+    symbolizer_free(sym);
+}
+
+TEST(test_inline_chain) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, self.path, NULL, 0);
+    uint64_t addr = inline_site(&self);
+
+    sym_frame_t f[8];
+    int n = symbolizer_lookup(sym, mod, addr, f, 8);
+    EXPECT_EQ_I(n, 2);
+    ASSERT_TRUE(n == 2);
+    EXPECT_STREQ(f[0].function, "inline_helper");
+    EXPECT_TRUE(ends_with(f[0].file, "test_symbols.c"));
+    EXPECT_EQ_U(f[0].line, helper_line);
+    EXPECT_EQ_U(f[0].is_inlined, 1);
+    EXPECT_STREQ(f[1].function, "inline_caller");
+    EXPECT_TRUE(ends_with(f[1].file, "test_symbols.c"));
+    EXPECT_EQ_U(f[1].line, caller_line);
+    EXPECT_EQ_U(f[1].is_inlined, 0);
+
+    // Memoised: same interned pointers; a short buffer gets the innermost frames only.
+    sym_frame_t g[8];
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, addr, g, 8), 2);
+    EXPECT_TRUE(g[0].function == f[0].function && g[1].file == f[1].file);
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, addr, g, 1), 1);
+    EXPECT_STREQ(g[0].function, "inline_helper");
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, addr, g, 0), 0);
+    EXPECT_TRUE(symbolizer_lookup(sym, mod + 1, addr, g, 8) < 0);
+    symbolizer_free(sym);
+}
+
+TEST(test_cxx_demangled) {
+    void* fn = dlsym(RTLD_DEFAULT, "_ZNSt9bad_allocD1Ev");
+    ASSERT_TRUE(fn);
+    module_query_t lib = find_module((uintptr_t)fn);
+    ASSERT_TRUE(lib.found);
+    EXPECT_TRUE(strstr(lib.path, "libstdc++") != NULL);
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, lib.path, lib.build_id, lib.build_id_len);
+    sym_frame_t f[8];
+    int n = symbolizer_lookup(sym, mod, (uintptr_t)fn - lib.bias, f, 8);
+    ASSERT_TRUE(n >= 1);
+    EXPECT_TRUE(f[n - 1].function && strstr(f[n - 1].function, "std::bad_alloc::~bad_alloc"));
+    if (!f[n - 1].function || !strstr(f[n - 1].function, "std::bad_alloc::~bad_alloc"))
+        fprintf(stderr, "  got function %s\n", f[n - 1].function ? f[n - 1].function : "(null)");
+    symbolizer_free(sym);
+}
+
+// libc.so.6 is stripped; file:line can only come from /usr/lib/debug/.build-id (libc6-dbg).
+TEST(test_separate_debuginfo) {
+    void* fn = dlsym(RTLD_DEFAULT, "getpid");
+    ASSERT_TRUE(fn);
+    module_query_t lib = find_module((uintptr_t)fn);
+    ASSERT_TRUE(lib.found && lib.build_id_len > 0);
+    char dbg[256];
+    int len = snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%02x/", lib.build_id[0]);
+    for (size_t i = 1; i < lib.build_id_len; i++)
+        len += snprintf(dbg + len, sizeof(dbg) - (size_t)len, "%02x", lib.build_id[i]);
+    snprintf(dbg + len, sizeof(dbg) - (size_t)len, ".debug");
+    if (access(dbg, R_OK) != 0) {
+        printf("  (skipped: no %s)\n", dbg);
+        return;
+    }
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, lib.path, lib.build_id, lib.build_id_len);
+    sym_frame_t f[8];
+    int n = symbolizer_lookup(sym, mod, (uintptr_t)fn - lib.bias, f, 8);
+    ASSERT_TRUE(n >= 1);
+    EXPECT_TRUE(f[n - 1].function && strstr(f[n - 1].function, "getpid"));
+    EXPECT_TRUE(f[0].file != NULL);
+    EXPECT_TRUE(f[0].line > 0);
+    printf("  libc getpid -> %s at %s:%u\n", f[n - 1].function ? f[n - 1].function : "(null)",
+           f[0].file ? f[0].file : "(null)", f[0].line);
+    symbolizer_free(sym);
+}
+
+TEST(test_missing_file) {
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, "/nonexistent/heaplens/libgone.so", NULL, 0);
+    ASSERT_TRUE(mod >= 0);
+    sym_frame_t f[4];
+    memset(f, 0xab, sizeof(f));
+    int n = symbolizer_lookup(sym, mod, 0x1234, f, 4);
+    EXPECT_EQ_I(n, 1);
+    EXPECT_TRUE(f[0].function == NULL);
+    EXPECT_TRUE(f[0].file == NULL);
+    EXPECT_EQ_U(f[0].line, 0);
+    EXPECT_STREQ(symbolizer_module_path(sym, mod), "/nonexistent/heaplens/libgone.so");
+    // Not an ELF file and not a regular file: unknown as well, and silent.
+    int m2 = symbolizer_add_module(sym, "/proc/self/status", NULL, 0);
+    int m3 = symbolizer_add_module(sym, "/dev/null", NULL, 0);
+    EXPECT_EQ_I(symbolizer_lookup(sym, m2, 0x10, f, 4), 1);
+    EXPECT_TRUE(f[0].function == NULL);
+    EXPECT_EQ_I(symbolizer_lookup(sym, m3, 0x10, f, 4), 1);
+    EXPECT_TRUE(f[0].function == NULL);
+    symbolizer_free(sym);
+}
+
+TEST(test_wrong_build_id) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    uint8_t bogus[20];
+    memset(bogus, 0x5a, sizeof(bogus));
+    int mod = symbolizer_add_module(sym, self.path, bogus, sizeof(bogus));
+    sym_frame_t f[4];
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, plain_site(&self), f, 4), 1);
+    EXPECT_TRUE(f[0].function == NULL);
+    EXPECT_TRUE(f[0].file == NULL);
+    symbolizer_free(sym);
+}
+
+TEST(test_sysroot) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    char root[4096];
+    snprintf(root, sizeof(root), "%s", self.path);
+    char* slash = strrchr(root, '/');
+    ASSERT_TRUE(slash && slash != root);
+    char base[4096];
+    snprintf(base, sizeof(base), "%s", slash); // "/test_symbols"
+    *slash = 0;
+    symbolizer_t* sym = symbolizer_new(root);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, base, self.build_id, self.build_id_len);
+    EXPECT_STREQ(symbolizer_module_path(sym, mod), base);
+    sym_frame_t f[4];
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, plain_site(&self), f, 4), 1);
+    EXPECT_STREQ(f[0].function, "plain_function");
+    symbolizer_free(sym);
+}
+
+TEST(test_speed) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    int mod = symbolizer_add_module(sym, self.path, NULL, 0);
+    uint64_t base = inline_site(&self) & ~(uint64_t)0xfff;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int known = 0;
+    for (int i = 0; i < 100000; i++) {
+        // 2000 distinct addresses across this binary's text, each seen ~50 times.
+        uint64_t addr = base + (uint64_t)((i * 7919) % 2000) * 3;
+        sym_frame_t f[8];
+        int n = symbolizer_lookup(sym, mod, addr, f, 8);
+        EXPECT_TRUE(n >= 1);
+        known += n >= 1 && f[n - 1].function != NULL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    printf("  100000 lookups (2000 distinct, %d named) in %.1f ms\n", known, ms);
+    EXPECT_TRUE(known > 0);
+    symbolizer_free(sym);
+}
+
+int main(void) {
+    RUN_TEST(test_plain_function);
+    RUN_TEST(test_inline_chain);
+    RUN_TEST(test_cxx_demangled);
+    RUN_TEST(test_separate_debuginfo);
+    RUN_TEST(test_missing_file);
+    RUN_TEST(test_wrong_build_id);
+    RUN_TEST(test_sysroot);
+    RUN_TEST(test_speed);
+    return TEST_SUMMARY();
+}
