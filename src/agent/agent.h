@@ -122,6 +122,7 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 // ---------------------------------------------------------------------------------------------
 void* os_map(size_t size);            // zeroed anonymous memory, or NULL
 void os_unmap(void* p, size_t size);
+void* os_reserve(size_t size);      // large and lazily backed: pages cost only once touched
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
 int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns);

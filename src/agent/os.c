@@ -15,9 +15,9 @@
 static uintptr_t agent_ranges[HL_MAX_AGENT_RANGES][2];
 static _Atomic size_t agent_range_count;
 
-void* os_map(size_t size) {
-    long r = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+static void* map_flags(size_t size, int extra) {
+    long r = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
     if (r < 0 && r > -4096)
         return NULL;
     size_t i = atomic_fetch_add(&agent_range_count, 1);
@@ -27,6 +27,9 @@ void* os_map(size_t size) {
     }
     return (void*)r;
 }
+
+void* os_map(size_t size) { return map_flags(size, 0); }
+void* os_reserve(size_t size) { return map_flags(size, MAP_NORESERVE); }
 
 void os_unmap(void* p, size_t size) {
     size_t n = atomic_load(&agent_range_count);

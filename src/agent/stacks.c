@@ -27,11 +27,7 @@ static _Atomic uint32_t next_id;   // last id handed out
 static _Atomic uint32_t ips_used;
 
 // Large, lazily backed reservations: only the pages a program's stacks touch cost memory.
-static void* reserve(size_t bytes) {
-    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return (r < 0 && r > -4096) ? NULL : (void*)r;
-}
+static void* reserve(size_t bytes) { return os_reserve(bytes); }
 
 void stacks_init(void) {
     slots = reserve(HL_STACK_SLOTS * sizeof(uint32_t));

@@ -22,7 +22,7 @@ _Atomic int hl_writer_sleeping;
 static _Atomic int writer_wake;
 static _Atomic int writer_mutex;
 static _Atomic int writer_running;
-static int writer_tid;
+static _Atomic int writer_tid;
 static hl_enc_t enc;
 static uint8_t* stack_emitted;   // bitmap by stack id
 static size_t stack_emitted_cap; // bytes
@@ -360,6 +360,7 @@ static void* writer_main(void* arg) {
         pass(0);
         writer_unlock();
     }
+    atomic_store(&writer_tid, 0);
     atomic_store(&writer_running, 0);
     return NULL;
 }
@@ -387,6 +388,9 @@ int writer_start(void) {
         atomic_store(&writer_running, 0);
         return -rc;
     }
+    // A scan must know the writer's tid to leave it alone (it takes no signals): wait for it.
+    while (!atomic_load(&writer_tid))
+        sched_yield();
     return 0;
 }
 
@@ -487,6 +491,7 @@ void writer_exec_locked(const char* path) {
 void writer_reset_after_fork(void) {
     atomic_store(&writer_mutex, 0);
     atomic_store(&writer_running, 0);
+    atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, 0);
     enc.len = 0;
     enc.last_time = 0;

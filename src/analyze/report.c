@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// report.c - what every report view shares: symbolized stacks (each stack once) and leak
+// records filtered through the suppressions.
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct report_ctx_s {
+    model_t* m;
+    symbolizer_t* sym;
+    report_frame_t** frames; // by stack id, built on first use
+    int* nframes;
+    const md_leak_record_t** kept;
+};
+
+report_ctx_t* report_ctx_new(model_t* m, const char* sysroot) {
+    report_ctx_t* c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->m = m;
+    c->sym = symbolizer_new(sysroot);
+    c->frames = calloc(m->nstacks + 1, sizeof *c->frames);
+    c->nframes = calloc(m->nstacks + 1, sizeof *c->nframes);
+    if (!c->sym || !c->frames || !c->nframes) {
+        report_ctx_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+model_t* report_model(report_ctx_t* c) { return c->m; }
+
+void report_ctx_free(report_ctx_t* c) {
+    if (!c)
+        return;
+    if (c->frames)
+        for (size_t i = 0; i <= c->m->nstacks; i++)
+            free(c->frames[i]);
+    free(c->frames);
+    free(c->nframes);
+    free(c->kept);
+    if (c->sym)
+        symbolizer_free(c->sym);
+    free(c);
+}
+
+static const char* base_name(const char* p) {
+    const char* b = p;
+    for (; p && *p; p++)
+        if (*p == '/')
+            b = p + 1;
+    return b;
+}
+
+int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
+    model_t* m = c->m;
+    if (stack == 0 || stack >= m->nstacks || !m->stacks[stack].ips) {
+        *out = NULL;
+        return 0;
+    }
+    if (c->frames[stack]) {
+        *out = c->frames[stack];
+        return c->nframes[stack];
+    }
+    const md_stack_t* s = &m->stacks[stack];
+    size_t cap = s->n * 2 + 4, n = 0;
+    report_frame_t* fr = calloc(cap, sizeof *fr);
+    if (!fr) {
+        *out = NULL;
+        return 0;
+    }
+    for (uint32_t i = 0; i < s->n; i++) {
+        uint64_t ip = s->ips[i];
+        md_module_t* md = (md_module_t*)model_module_of(m, ip);
+        sym_frame_t sf[16];
+        int k = 0;
+        if (md) {
+            if (md->sym_handle < 0)
+                md->sym_handle = symbolizer_add_module(c->sym, md->path, md->build_id,
+                                                       md->build_id_len);
+            // A return address: the call is the byte before it.
+            if (md->sym_handle >= 0)
+                k = symbolizer_lookup(c->sym, md->sym_handle, ip - md->bias - 1, sf, 16);
+        }
+        if (k <= 0) {
+            sf[0] = (sym_frame_t){0};
+            k = 1;
+        }
+        for (int j = 0; j < k; j++) {
+            if (n == cap) {
+                cap *= 2;
+                report_frame_t* fresh = realloc(fr, cap * sizeof *fr);
+                if (!fresh)
+                    break;
+                fr = fresh;
+            }
+            fr[n++] = (report_frame_t){
+                .function = sf[j].function,
+                .file = sf[j].file,
+                .line = sf[j].line,
+                .module = md ? base_name(md->path) : NULL,
+                .address = (unsigned long long)ip,
+                .is_inlined = (int)sf[j].is_inlined,
+            };
+        }
+    }
+    c->frames[stack] = fr;
+    c->nframes[stack] = (int)n;
+    *out = fr;
+    return (int)n;
+}
+
+int report_leaks(report_ctx_t* c, const suppressions_t* supp, report_leaks_t* out) {
+    model_t* m = c->m;
+    memset(out, 0, sizeof *out);
+    free(c->kept);
+    c->kept = calloc(m->nrecords + 1, sizeof *c->kept);
+    if (!c->kept)
+        return -1;
+    for (size_t i = 0; i < m->nrecords; i++) {
+        const md_leak_record_t* r = &m->records[i];
+        if (supp) {
+            const report_frame_t* fr;
+            int n = report_stack(c, r->stack, &fr);
+            if (suppressions_match(supp, fr, n)) {
+                out->suppressed.bytes += r->bytes;
+                out->suppressed.blocks += r->blocks;
+                continue;
+            }
+        }
+        out->kinds[r->kind].bytes += r->bytes;
+        out->kinds[r->kind].blocks += r->blocks;
+        c->kept[out->nrecords++] = r;
+    }
+    out->records = c->kept;
+    return 0;
+}

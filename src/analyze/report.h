@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// report.h - the reports a model turns into: the human one (memcheck's vocabulary, every line
+// marked "==heaplens==") and the JSON contract of shared/acceptance/README.md, extended.
+#ifndef HL_REPORT_H
+#define HL_REPORT_H
+
+#include <stdio.h>
+
+#include "model.h"
+#include "symbols.h"
+
+typedef struct suppressions_s suppressions_t;
+
+typedef struct report_child_s {
+    long pid;
+    const char* trace;
+} report_child_t;
+
+typedef struct report_opts_s {
+    unsigned show_kinds;     // bit per HL_LEAK_* / HL_KIND_UNSCANNED shown as records in text
+    int max_records;         // text: records shown; JSON has all
+    const suppressions_t* supp;
+    const char* trace_path;
+    const report_child_t* children;
+    size_t nchildren;
+    int exit_status;         // from waitpid, -1 unknown
+    int exit_signal;         // 0 none
+} report_opts_t;
+
+// Symbolized frames of a stack, built once per stack and cached in the report context.
+typedef struct report_frame_s {
+    const char* function; // may be NULL
+    const char* file;     // may be NULL
+    unsigned line;
+    const char* module;
+    unsigned long long address;
+    int is_inlined;
+} report_frame_t;
+
+typedef struct report_ctx_s report_ctx_t;
+
+report_ctx_t* report_ctx_new(model_t* m, const char* sysroot);
+void report_ctx_free(report_ctx_t* c);
+model_t* report_model(report_ctx_t* c);
+// Frames of stack id (count returned, *frames owned by the context).
+int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** frames);
+
+// Leak totals and records after suppressions; records in model order.
+typedef struct report_leaks_s {
+    md_kind_total_t kinds[HL_NKINDS];
+    md_kind_total_t suppressed;
+    const md_leak_record_t** records;
+    size_t nrecords;
+} report_leaks_t;
+int report_leaks(report_ctx_t* c, const suppressions_t* supp, report_leaks_t* out);
+
+void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o);
+int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o);
+
+// "leak:PATTERN" lines (LeakSanitizer's format). Returns NULL and sets *err on failure.
+suppressions_t* suppressions_load(const char* path, char* err, size_t errlen);
+void suppressions_free(suppressions_t* s);
+int suppressions_match(const suppressions_t* s, const report_frame_t* frames, int n);
+
+#endif

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// report_text.c - the report a person reads at the end of `heaplens run`: memcheck's words and
+// layout, every line marked so it cannot be mistaken for the program's own output.
+#include <string.h>
+
+#include "report.h"
+
+#define P "==heaplens== "
+
+static void commas(char* out, size_t cap, unsigned long long v) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", v), o = 0;
+    for (int i = 0; i < n && (size_t)o + 2 < cap; i++) {
+        if (i && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = tmp[i];
+    }
+    out[o] = 0;
+}
+
+static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
+    const report_frame_t* fr;
+    int n = report_stack(c, stack, &fr);
+    if (n == 0) {
+        fprintf(out, P "   (no stack)\n");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const report_frame_t* f = &fr[i];
+        fprintf(out, P "   %s 0x%llx: ", i == 0 ? "at" : "by", f->address);
+        if (f->function)
+            fprintf(out, "%s", f->function);
+        else
+            fprintf(out, "???");
+        if (f->file)
+            fprintf(out, " (%s:%u)", f->file, f->line);
+        else if (f->module)
+            fprintf(out, " (in %s)", f->module);
+        if (f->is_inlined)
+            fprintf(out, " [inlined]");
+        fputc('\n', out);
+    }
+}
+
+static const char* kind_words(int kind) {
+    static const char* w[] = {"definitely lost", "indirectly lost", "possibly lost",
+                              "still reachable", "not scanned"};
+    return w[kind];
+}
+
+static const char* error_words(int kind) {
+    switch (kind) {
+    case HL_ERR_DOUBLE_FREE:
+        return "Double free";
+    case HL_ERR_INVALID_FREE:
+        return "Invalid free (not the start of a heap block)";
+    case HL_ERR_MISMATCHED_FREE:
+        return "Mismatched free() / delete / delete []";
+    case HL_ERR_OVERFLOW:
+        return "Heap block overrun (guard bytes after the block were written)";
+    case HL_ERR_REALLOC_FREED:
+        return "realloc() of a freed block";
+    default:
+        return "Heap error";
+    }
+}
+
+void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
+    model_t* m = report_model(c);
+    char a[32], b[32], d[32];
+    const char* exe = m->exe ? m->exe : "?";
+    fprintf(out, P "\n");
+    if (o->exit_signal)
+        fprintf(out, P "%s (pid %llu) was killed by signal %d\n", exe, (unsigned long long)m->pid,
+                o->exit_signal);
+    else if (o->exit_status >= 0)
+        fprintf(out, P "%s (pid %llu) exited with status %d\n", exe, (unsigned long long)m->pid,
+                o->exit_status);
+    if (m->read.is_truncated || m->read.is_corrupt)
+        fprintf(out, P "trace cut short (%s): the report covers what was written\n",
+                m->read.message);
+
+    // Errors first, as memcheck prints them as they happen.
+    for (size_t i = 0; i < m->nerrors; i++) {
+        const md_error_t* e = &m->errors[i];
+        fprintf(out, P "%s: %s(0x%llx)\n", error_words(e->kind), hl_fn_name(e->fn),
+                (unsigned long long)e->addr);
+        print_stack(out, c, e->stack);
+        if (e->has_block) {
+            commas(a, sizeof a, e->block_size);
+            fprintf(out, P " Address 0x%llx is the start of a block of size %s %s by %s:\n",
+                    (unsigned long long)e->addr, a,
+                    e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ? "alloc'd"
+                                                                                     : "free'd, alloc'd",
+                    hl_fn_name(e->alloc_fn));
+            print_stack(out, c, e->alloc_stack);
+        }
+        fprintf(out, P "\n");
+    }
+
+    commas(a, sizeof a, m->heap_bytes);
+    commas(b, sizeof b, m->heap_blocks);
+    fprintf(out, P "HEAP SUMMARY:\n");
+    fprintf(out, P "    in use at exit: %s bytes in %s blocks\n", a, b);
+    commas(a, sizeof a, m->allocations);
+    commas(b, sizeof b, m->frees);
+    commas(d, sizeof d, m->bytes_allocated);
+    fprintf(out, P "  total heap usage: %s allocs, %s frees, %s bytes allocated\n", a, b, d);
+    commas(a, sizeof a, m->peak_bytes);
+    commas(b, sizeof b, m->peak_blocks);
+    fprintf(out, P "         peak heap: %s bytes in %s blocks, at %.3f ms\n", a, b,
+            (double)m->peak_time_ns / 1e6);
+    if (m->mmaps) {
+        commas(a, sizeof a, m->mapped_peak);
+        fprintf(out, P "          mappings: %llu mmap, %llu munmap, peak %s bytes mapped\n",
+                (unsigned long long)m->mmaps, (unsigned long long)m->munmaps, a);
+    }
+    fprintf(out, P "\n");
+
+    report_leaks_t lk;
+    report_leaks(c, o->supp, &lk);
+    int shown = 0, total_shown = 0;
+    for (size_t i = 0; i < lk.nrecords; i++)
+        if (o->show_kinds & (1u << lk.records[i]->kind))
+            total_shown++;
+    for (size_t i = 0; i < lk.nrecords && shown < o->max_records; i++) {
+        const md_leak_record_t* r = lk.records[i];
+        if (!(o->show_kinds & (1u << r->kind)))
+            continue;
+        shown++;
+        commas(a, sizeof a, r->bytes);
+        commas(b, sizeof b, r->blocks);
+        if (r->indirect_bytes) {
+            commas(d, sizeof d, r->bytes + r->indirect_bytes);
+            char e[32];
+            commas(e, sizeof e, r->indirect_bytes);
+            fprintf(out, P "%s (%s direct, %s indirect) bytes in %s blocks are %s in loss record %d of %d\n",
+                    d, a, e, b, kind_words(r->kind), shown, total_shown);
+        } else {
+            fprintf(out, P "%s bytes in %s blocks are %s in loss record %d of %d\n", a, b,
+                    kind_words(r->kind), shown, total_shown);
+        }
+        print_stack(out, c, r->stack);
+        fprintf(out, P "\n");
+    }
+    if (total_shown > shown)
+        fprintf(out, P "(%d more loss records: heaplens report --json TRACE lists them all)\n" P "\n",
+                total_shown - shown);
+
+    if (m->is_scanned) {
+        fprintf(out, P "LEAK SUMMARY:\n");
+        for (int k = 0; k < HL_LEAK_COUNT; k++) {
+            commas(a, sizeof a, lk.kinds[k].bytes);
+            commas(b, sizeof b, lk.kinds[k].blocks);
+            fprintf(out, P "   %15s: %s bytes in %s blocks\n", kind_words(k), a, b);
+        }
+        commas(a, sizeof a, lk.suppressed.bytes);
+        commas(b, sizeof b, lk.suppressed.blocks);
+        fprintf(out, P "   %15s: %s bytes in %s blocks\n", "suppressed", a, b);
+        if (!(m->scan_flags & HL_SCAN_ALL_THREADS))
+            fprintf(out, P "   (some threads could not be stopped for the scan: their registers "
+                           "were not roots)\n");
+    } else {
+        commas(a, sizeof a, lk.kinds[HL_KIND_UNSCANNED].bytes);
+        commas(b, sizeof b, lk.kinds[HL_KIND_UNSCANNED].blocks);
+        fprintf(out, P "LEAK SUMMARY: not scanned (the process ended without running the scan)\n");
+        fprintf(out, P "   still allocated at the end: %s bytes in %s blocks\n", a, b);
+    }
+    fprintf(out, P "ERROR SUMMARY: %zu errors\n", m->nerrors);
+    if (o->trace_path)
+        fprintf(out, P "trace: %s\n", o->trace_path);
+    for (size_t i = 0; i < o->nchildren; i++)
+        fprintf(out, P "child process %ld traced too: heaplens report %s\n", o->children[i].pid,
+                o->children[i].trace);
+}

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// cli.h - the subcommands and what they share: options that shape a report, and the one place
+// that turns a model into the stderr report and the JSON file.
+#ifndef HL_CLI_H
+#define HL_CLI_H
+
+#include "../analyze/report.h"
+
+typedef struct cli_report_opts_s {
+    const char* json_path;      // NULL: none; "-": stdout
+    const char* suppressions;
+    unsigned show_kinds;
+    int error_exitcode;         // 0: off
+    int is_quiet;
+    const char* sysroot;
+} cli_report_opts_t;
+
+// Parses one report option at argv[*i] (advancing *i past a separate value). Returns 1 when it
+// was one, 0 when not, -1 on a bad value (message printed).
+int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o);
+void cli_report_defaults(cli_report_opts_t* o);
+
+// Load the trace, print the report (stderr) and JSON. *has_errors tells whether definite or
+// indirect leaks or heap errors exist. Returns 0, or 1 after printing one error line.
+int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
+                     size_t nkids, int exit_status, int exit_signal, int* has_errors);
+
+int cmd_run(int argc, char** argv);
+int cmd_report(int argc, char** argv);
+
+// "heaplens: " + message, one line, on stderr.
+void cli_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: MIT
+// cmd_run.c - heaplens run -- PROGRAM ARGS: checks the program can be traced, starts it with
+// the agent preloaded, waits, reports, and ends the way the program ended (same exit status,
+// or death by the same signal) unless --error-exitcode says otherwise.
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct run_opts_s {
+    const char* output;
+    int depth, guard, sample_ms, no_follow, no_scan;
+    cli_report_opts_t report;
+} run_opts_t;
+
+static int parse_int(const char* s, int lo, int hi, int* out) {
+    char* end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+// Finds PROGRAM the way execvp would, so errors can be told before anything runs.
+static int resolve_program(const char* prog, char* out, size_t cap) {
+    if (strchr(prog, '/')) {
+        snprintf(out, cap, "%s", prog);
+        return access(out, F_OK) == 0 ? 0 : -errno;
+    }
+    const char* path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    int err = -ENOENT;
+    for (const char* p = path; *p;) {
+        const char* colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        snprintf(out, cap, "%.*s/%s", (int)n, n ? p : ".", prog);
+        if (access(out, X_OK) == 0) {
+            struct stat st;
+            if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
+                return 0;
+        } else if (errno == EACCES) {
+            err = -EACCES;
+        }
+        p = colon ? colon + 1 : p + n;
+    }
+    return err;
+}
+
+// Is it something the agent can be preloaded into? Returns NULL, or why not.
+static const char* why_untraceable(const char* path) {
+    static char why[256];
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return strerror(errno);
+    if (S_ISDIR(st.st_mode))
+        return "is a directory";
+    if (access(path, X_OK) != 0)
+        return "is not executable (permission denied)";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return strerror(errno);
+    unsigned char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    if (n >= 2 && buf[0] == '#' && buf[1] == '!')
+        return NULL; // a script: its interpreter is what gets traced
+    if (n < (ssize_t)sizeof(Elf64_Ehdr) || memcmp(buf, ELFMAG, SELFMAG) != 0)
+        return "is not an ELF executable or a #! script";
+    if (buf[EI_CLASS] != ELFCLASS64) {
+        snprintf(why, sizeof why, "is a 32-bit program; this heaplens traces 64-bit programs");
+        return why;
+    }
+    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)buf;
+    if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
+        return "is not an executable ELF file";
+    if (eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr) > (size_t)n)
+        return NULL; // headers beyond what we read: let the loader decide
+    const Elf64_Phdr* ph = (const Elf64_Phdr*)(buf + eh->e_phoff);
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_INTERP)
+            return NULL;
+    return "is statically linked: the agent can only be preloaded into dynamically linked "
+           "programs";
+}
+
+static int find_agent(char* out, size_t cap) {
+    const char* env = getenv("HEAPLENS_AGENT");
+    if (env) {
+        snprintf(out, cap, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = 0;
+    char* slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    const char* candidates[] = {"%s/libheaplens.so", "%s/../lib/heaplens/libheaplens.so",
+                                "%s/../lib/libheaplens.so"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        snprintf(out, cap, candidates[i], self);
+        if (access(out, R_OK) == 0) {
+            char* real = realpath(out, NULL);
+            if (real) {
+                snprintf(out, cap, "%s", real);
+                free(real);
+            }
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int setenv_int(const char* name, int v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", v);
+    return setenv(name, buf, 1);
+}
+
+static pid_t child_pid;
+static void forward_signal(int sig) {
+    if (child_pid > 0)
+        kill(child_pid, sig);
+}
+
+// The session index: one line "pid ppid trace" per trace the agents wrote.
+typedef struct session_entry_s {
+    long pid, ppid;
+    char* trace;
+} session_entry_t;
+
+static size_t read_session(const char* path, session_entry_t** out) {
+    FILE* f = fopen(path, "r");
+    *out = NULL;
+    if (!f)
+        return 0;
+    size_t n = 0, cap = 0;
+    char line[PATH_MAX + 64];
+    while (fgets(line, sizeof line, f)) {
+        long pid, ppid;
+        int off = 0;
+        if (sscanf(line, "%ld %ld %n", &pid, &ppid, &off) < 2 || off <= 0)
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            session_entry_t* fresh = realloc(*out, cap * sizeof *fresh);
+            if (!fresh)
+                break;
+            *out = fresh;
+        }
+        (*out)[n++] = (session_entry_t){pid, ppid, strdup(line + off)};
+    }
+    fclose(f);
+    return n;
+}
+
+int cmd_run(int argc, char** argv) {
+    run_opts_t o = {.depth = 32, .guard = 8, .sample_ms = 10};
+    cli_report_defaults(&o.report);
+    int i = 1;
+    for (; i < argc; i++) {
+        const char* a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        int r = cli_report_option(argc, argv, &i, &o.report);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        const char* v = NULL;
+        if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc)
+            o.output = argv[++i];
+        else if (!strncmp(a, "--output=", 9))
+            o.output = a + 9;
+        else if ((!strcmp(a, "-d") || !strcmp(a, "--depth")) && i + 1 < argc)
+            v = argv[++i];
+        else if (!strncmp(a, "--depth=", 8))
+            v = a + 8;
+        else if (!strncmp(a, "-d", 2) && a[2])
+            v = a + 2;
+        else if (!strcmp(a, "--no-follow"))
+            o.no_follow = 1;
+        else if (!strcmp(a, "--no-scan"))
+            o.no_scan = 1;
+        else if (!strncmp(a, "--guard=", 8)) {
+            if (parse_int(a + 8, 0, 4096, &o.guard) != 0) {
+                cli_error("--guard: expected a number of bytes from 0 to 4096, got '%s'", a + 8);
+                return 2;
+            }
+        } else if (!strncmp(a, "--sample-interval=", 18)) {
+            if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
+                cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);
+                return 2;
+            }
+        } else if (a[0] == '-') {
+            cli_error("run: unknown option '%s' (see heaplens --help)", a);
+            return 2;
+        } else {
+            break; // the program, without "--"
+        }
+        if (v && parse_int(v, 1, 256, &o.depth) != 0) {
+            cli_error("--depth: expected a number of frames from 1 to 256, got '%s'", v);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        cli_error("run: which program? usage: heaplens run [options] -- PROGRAM [ARGS...]");
+        return 2;
+    }
+    char** prog_argv = argv + i;
+    char prog[PATH_MAX];
+    int rr = resolve_program(prog_argv[0], prog, sizeof prog);
+    if (rr != 0) {
+        cli_error("%s: %s", prog_argv[0], rr == -EACCES ? "permission denied" : "command not found");
+        return 127;
+    }
+    const char* why = why_untraceable(prog);
+    if (why) {
+        cli_error("%s: %s", prog, why);
+        return 126;
+    }
+    char agent[PATH_MAX];
+    if (find_agent(agent, sizeof agent) != 0) {
+        cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
+        return 2;
+    }
+
+    // The trace's name: absolute, so a program that changes directory still writes it here.
+    char output[PATH_MAX + 64];
+    if (o.output) {
+        if (o.output[0] == '/')
+            snprintf(output, sizeof output, "%s", o.output);
+        else {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof cwd)) {
+                cli_error("cannot read the current directory: %s", strerror(errno));
+                return 2;
+            }
+            snprintf(output, sizeof output, "%s/%s", cwd, o.output);
+        }
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) {
+            cli_error("cannot read the current directory: %s", strerror(errno));
+            return 2;
+        }
+        snprintf(output, sizeof output, "%s/heaplens.%%e.%%p.hl", cwd);
+    }
+    char dir[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s", output);
+    char* slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        cli_error("%s: output directory does not exist", dir);
+        return 2;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        cli_error("%s: output directory is not writable", dir);
+        return 2;
+    }
+    if (o.output && !strchr(output, '%'))
+        unlink(output); // this run's trace takes the name; children get a suffix
+
+    char session[] = "/tmp/heaplens-session-XXXXXX";
+    int sfd = mkstemp(session);
+    if (sfd < 0) {
+        cli_error("cannot create a session file in /tmp: %s", strerror(errno));
+        return 2;
+    }
+    close(sfd);
+
+    // Environment for the agent.
+    const char* old_preload = getenv("LD_PRELOAD");
+    char* preload = malloc(strlen(agent) + (old_preload ? strlen(old_preload) : 0) + 2);
+    sprintf(preload, "%s%s%s", agent, old_preload && *old_preload ? ":" : "",
+            old_preload ? old_preload : "");
+
+    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
+    struct sigaction old_int, old_quit, old_term, old_hup;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    sigaction(SIGTERM, &fwd, &old_term);
+    sigaction(SIGHUP, &fwd, &old_hup);
+    fflush(NULL);
+    child_pid = fork();
+    if (child_pid < 0) {
+        cli_error("fork: %s", strerror(errno));
+        return 2;
+    }
+    if (child_pid == 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGHUP, &old_hup, NULL);
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("HEAPLENS_OUTPUT", output, 1);
+        setenv("HEAPLENS_SESSION", session, 1);
+        setenv_int("HEAPLENS_DEPTH", o.depth);
+        setenv_int("HEAPLENS_GUARD", o.guard);
+        setenv_int("HEAPLENS_SAMPLE_MS", o.sample_ms);
+        setenv_int("HEAPLENS_NO_FOLLOW", o.no_follow);
+        setenv_int("HEAPLENS_SCAN", !o.no_scan);
+        execv(prog, prog_argv);
+        int e = errno;
+        fprintf(stderr, "heaplens: %s: %s\n", prog, strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    int status = 0;
+    while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    free(preload);
+
+    session_entry_t* ents;
+    size_t nents = read_session(session, &ents);
+    unlink(session);
+    const char* root_trace = NULL;
+    report_child_t* kids = calloc(nents + 1, sizeof *kids);
+    size_t nkids = 0;
+    for (size_t k = 0; k < nents; k++) {
+        if (ents[k].pid == (long)child_pid)
+            root_trace = ents[k].trace; // the last image of the pid we started
+        else if (kids)
+            kids[nkids++] = (report_child_t){ents[k].pid, ents[k].trace};
+    }
+    int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int rc = exit_status >= 0 ? exit_status : 128 + exit_signal;
+    int has_errors = 0, report_failed = 0;
+    if (!root_trace) {
+        cli_error("%s wrote no trace (set-user-ID programs ignore LD_PRELOAD; the agent may have "
+                  "failed to start)", prog);
+        report_failed = 1;
+    } else {
+        report_failed = cli_report_trace(root_trace, &o.report, kids, nkids, exit_status,
+                                         exit_signal, &has_errors) != 0;
+    }
+    for (size_t k = 0; k < nents; k++)
+        free(ents[k].trace);
+    free(ents);
+    free(kids);
+    (void)report_failed;
+    if (o.report.error_exitcode && has_errors)
+        return o.report.error_exitcode;
+    if (exit_signal) {
+        // End as the program ended, so a shell or CI sees the same death.
+        fflush(NULL);
+        signal(exit_signal, SIG_DFL);
+        kill(getpid(), exit_signal);
+    }
+    return rc;
+}

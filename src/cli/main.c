@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+// main.c - heaplens: subcommand dispatch, usage, and the shared report options.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_error(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("heaplens: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void usage(FILE* out) {
+    fputs("usage: heaplens run [options] -- PROGRAM [ARGS...]\n"
+          "       heaplens report [options] TRACE\n"
+          "\n"
+          "run options:\n"
+          "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
+          "  -d, --depth N            frames per backtrace (default 32)\n"
+          "  --guard=N                guard bytes after each block to catch overruns (default 8;\n"
+          "                           0 leaves the allocator's layout untouched)\n"
+          "  --sample-interval=MS     heap/RSS sample period (default 10)\n"
+          "  --no-follow              do not trace forked children or exec'd programs\n"
+          "  --no-scan                skip the reachability scan at exit\n"
+          "report options (run and report):\n"
+          "  --json FILE              write the machine report ('-' for stdout)\n"
+          "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
+          "                           (default definite,indirect,possible)\n"
+          "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
+          "  --error-exitcode=N       exit N when leaks (definite, indirect) or heap errors exist\n"
+          "  --sysroot DIR            look up the traced binaries under DIR\n"
+          "  -q, --quiet              no report on stderr\n",
+          out);
+}
+
+void cli_report_defaults(cli_report_opts_t* o) {
+    memset(o, 0, sizeof *o);
+    o->show_kinds = (1u << HL_LEAK_DEFINITE) | (1u << HL_LEAK_INDIRECT) |
+                    (1u << HL_LEAK_POSSIBLE) | (1u << HL_KIND_UNSCANNED);
+}
+
+// "--name=value" or "--name value": returns the value or NULL.
+static const char* opt_value(int argc, char** argv, int* i, const char* name) {
+    size_t n = strlen(name);
+    const char* a = argv[*i];
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] == 0 && *i + 1 < argc) {
+        (*i)++;
+        return argv[*i];
+    }
+    return NULL;
+}
+
+static int parse_kinds(const char* s, unsigned* out) {
+    unsigned k = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char* tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "all"))
+            k |= 0x1f;
+        else if (!strcmp(tok, "none"))
+            ;
+        else if (!strcmp(tok, "definite"))
+            k |= 1u << HL_LEAK_DEFINITE;
+        else if (!strcmp(tok, "indirect"))
+            k |= 1u << HL_LEAK_INDIRECT;
+        else if (!strcmp(tok, "possible"))
+            k |= 1u << HL_LEAK_POSSIBLE;
+        else if (!strcmp(tok, "reachable"))
+            k |= 1u << HL_LEAK_REACHABLE;
+        else
+            return -1;
+    }
+    *out = k | (1u << HL_KIND_UNSCANNED);
+    return 0;
+}
+
+int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
+    const char* a = argv[*i];
+    const char* v;
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+        o->is_quiet = 1;
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--json"))) {
+        o->json_path = v;
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--suppressions"))) {
+        o->suppressions = v;
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--sysroot"))) {
+        o->sysroot = v;
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--show-leak-kinds"))) {
+        if (parse_kinds(v, &o->show_kinds) != 0) {
+            cli_error("--show-leak-kinds: unknown kind in '%s' (definite, indirect, possible, "
+                      "reachable, all)", v);
+            return -1;
+        }
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--error-exitcode"))) {
+        char* end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 255) {
+            cli_error("--error-exitcode: expected a number from 1 to 255, got '%s'", v);
+            return -1;
+        }
+        o->error_exitcode = (int)n;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
+                     size_t nkids, int exit_status, int exit_signal, int* has_errors) {
+    *has_errors = 0;
+    suppressions_t* supp = NULL;
+    if (o->suppressions) {
+        char err[512];
+        supp = suppressions_load(o->suppressions, err, sizeof err);
+        if (!supp) {
+            cli_error("%s", err);
+            return 1;
+        }
+    }
+    model_t* m = calloc(1, sizeof *m);
+    if (!m) {
+        cli_error("out of memory");
+        return 1;
+    }
+    int rc = model_load(m, trace);
+    if (rc != 0) {
+        cli_error("%s: %s", trace, m->read.message);
+        model_free(m);
+        free(m);
+        suppressions_free(supp);
+        return 1;
+    }
+    report_ctx_t* ctx = report_ctx_new(m, o->sysroot);
+    if (!ctx) {
+        cli_error("out of memory");
+        model_free(m);
+        free(m);
+        return 1;
+    }
+    report_opts_t ro = {
+        .show_kinds = o->show_kinds,
+        .max_records = 25,
+        .supp = supp,
+        .trace_path = trace,
+        .children = kids,
+        .nchildren = nkids,
+        .exit_status = exit_status,
+        .exit_signal = exit_signal,
+    };
+    int status = 0;
+    if (!o->is_quiet) {
+        report_text(stderr, ctx, &ro);
+        fflush(stderr);
+    }
+    if (o->json_path) {
+        FILE* f = strcmp(o->json_path, "-") == 0 ? stdout : fopen(o->json_path, "w");
+        if (!f || report_json(f, ctx, &ro) != 0) {
+            cli_error("%s: cannot write the JSON report", o->json_path);
+            status = 1;
+        }
+        if (f && f != stdout)
+            fclose(f);
+    }
+    report_leaks_t lk;
+    report_leaks(ctx, supp, &lk);
+    *has_errors = lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
+                  m->nerrors > 0;
+    report_ctx_free(ctx);
+    model_free(m);
+    free(m);
+    suppressions_free(supp);
+    return status;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report"))
+        return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    cli_error("unknown command '%s' (run, report)", argv[1]);
+    return 2;
+}

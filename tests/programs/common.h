@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// common.h - helpers shared by the integration test programs (C and C++). Not a program itself:
+// the Makefile builds only *.c, *.cc and *.f90 from this directory.
+//
+// Rules every program follows so that the numbers the integration runner checks are exact:
+//  - output goes through write(2) (say/say_num), never stdio, so libc allocates no buffer;
+//  - a pointer to a block meant to be lost never reaches main's frame or a callee-saved register
+//    of main, and scrub_stack() zeroes the dead stack below main before it returns, so no stale
+//    copy of the pointer is left where the exit-time scan looks (the stack from the stack pointer
+//    up, and the registers of the thread that exits);
+//  - keep() makes the compiler believe a block is used, so malloc/free pairs are not elided.
+#ifndef HL_TEST_COMMON_H
+#define HL_TEST_COMMON_H
+
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+// The block escapes as far as the compiler knows (no store anywhere).
+static inline void keep(const void* p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static inline void say(const char* s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(1, s, n);
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static inline void say_num(const char* prefix, long v) {
+    char buf[64];
+    char tmp[24];
+    int n = 0;
+    unsigned long u = v < 0 ? (unsigned long)(-v) : (unsigned long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t len = strlen(prefix);
+    if (len > 32)
+        len = 32;
+    memcpy(buf, prefix, len);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n)
+        buf[len++] = tmp[--n];
+    buf[len++] = '\n';
+    buf[len] = 0;
+    say(buf);
+}
+
+// Zero 64 KiB of the stack below the caller: stale copies of pointers left there by earlier
+// calls are gone before the exit path reuses that memory for its own frames.
+__attribute__((unused)) static NOINLINE void scrub_stack(void) {
+    volatile char buf[65536];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = 0;
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+// The directory this program's executable lives in (no trailing slash), from /proc/self/exe.
+static inline int exe_dir(char* out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0)
+        return -1;
+    out[n] = 0;
+    char* slash = strrchr(out, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    return 0;
+}
+
+#endif

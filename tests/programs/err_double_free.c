@@ -1,0 +1,21 @@
+// err_double_free: a 32-byte block freed twice. heaplens must report one double_free (stack in
+// free_it_again, block allocated in alloc_for_double_free) and keep the program alive.
+#include <stdlib.h>
+
+#include "common.h"
+
+NOINLINE static char* alloc_for_double_free(void) {
+    char* p = malloc(32);
+    p[0] = 1;
+    return p;
+}
+NOINLINE static void free_it_once(char* p) { free(p); }
+NOINLINE static void free_it_again(char* p) { free(p); }
+
+int main(void) {
+    char* p = alloc_for_double_free();
+    free_it_once(p);
+    free_it_again(p); // no allocation in between: the block is still the freed one
+    say("err_double_free survived\n");
+    return 0;
+}

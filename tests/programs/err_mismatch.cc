@@ -1,0 +1,31 @@
+// err_mismatch: three mismatched releases, each of a trivially destructible type so the address
+// passed to the wrong function is the block's own (the allocator copes; heaplens reports):
+//   new_then_free:        new int        -> free()      mismatched_free
+//   malloc_then_delete:   malloc(24)     -> delete      mismatched_free
+//   newarray_then_delete: new int[10]    -> delete      mismatched_free
+// and one correct pair (new/delete) that must not be reported. Nothing leaks.
+#include <cstdlib>
+#include <unistd.h>
+
+#include "common.h"
+
+NOINLINE static int* alloc_with_new() { return new int(5); }
+NOINLINE static void new_then_free(int* p) { std::free(p); }
+NOINLINE static void* alloc_with_malloc() { return std::malloc(24); }
+NOINLINE static void malloc_then_delete(void* p) { delete static_cast<int*>(p); }
+NOINLINE static int* alloc_with_new_array() { return new int[10](); }
+NOINLINE static void newarray_then_delete(int* p) { delete p; }
+NOINLINE static void correct_pair() {
+    int* p = new int(7);
+    keep(p);
+    delete p;
+}
+
+int main() {
+    new_then_free(alloc_with_new());
+    malloc_then_delete(alloc_with_malloc());
+    newarray_then_delete(alloc_with_new_array());
+    correct_pair();
+    say("err_mismatch survived\n");
+    return 0;
+}
