@@ -309,7 +309,7 @@ void scan_resume_world(void);
 // holds the calling thread's registers (its stack is scanned from their stack pointer).
 int scan_run_with(hl_enc_t* enc, const struct ucontext_t* self_uc, int all_stopped);
 void scan_park_self(void);   // called when park_pending was set while busy
-void scan_note_dead_stack(uintptr_t sp);
+void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
 
 // ---------------------------------------------------------------------------------------------
 // init.c: life cycle.

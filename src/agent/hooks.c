@@ -32,6 +32,25 @@ static HL_COLD void ensure_started(void) {
 // internal so its release is not mistaken for an invalid free.
 static HL_COLD void* slow_alloc(size_t size, size_t align, int fn, size_t nmemb) {
     ensure_started();
+    if (atomic_load(&hl_phase) == HL_ON && !hl_self.busy) {
+        // This call started the agent (a constructor that ran before the agent's own): it is
+        // the program's, so it takes the recorded path.
+        if (fn == HL_FN_CALLOC) {
+            size_t total;
+            if (__builtin_mul_overflow(nmemb, size, &total))
+                return NULL;
+            return calloc(nmemb, size);
+        }
+        switch (fn) {
+        case HL_FN_MEMALIGN:
+        case HL_FN_ALIGNED_ALLOC:
+        case HL_FN_VALLOC:
+        case HL_FN_PVALLOC:
+            return hook_aligned(align, size, fn);
+        default:
+            return hook_alloc(size, fn);
+        }
+    }
     if (atomic_load(&hl_real_ready) != 2) {
         size_t total = size;
         if (fn == HL_FN_CALLOC && nmemb && __builtin_mul_overflow(nmemb, size, &total))
@@ -85,7 +104,7 @@ static inline size_t padded(size_t size) {
 void* hook_alloc(size_t size, int fn) {
     hl_thread_t* t = &hl_self;
     if (!HOOK_READY() || t->busy)
-        return slow_alloc(size, 16, HL_FN_MALLOC, 0);
+        return slow_alloc(size, 16, fn, 0);
     t->busy = 1;
     void* p = hl_real.malloc(padded(size));
     if (hl_likely(p != NULL))

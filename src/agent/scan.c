@@ -5,6 +5,9 @@
 // live block. The agent's own memory is neither a root nor scanned.
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -283,23 +286,49 @@ static size_t parse_maps(const char* text, map_t* maps, size_t max) {
 
 #define HL_DEAD_STACKS 1024
 static uintptr_t dead_sps[HL_DEAD_STACKS];
+static uintptr_t dead_tps[HL_DEAD_STACKS];
 static _Atomic unsigned dead_next;
 
 // A thread that exits leaves its stack to glibc's cache, full of stale pointers: remember where.
-void scan_note_dead_stack(uintptr_t sp) {
-    dead_sps[atomic_fetch_add(&dead_next, 1) % HL_DEAD_STACKS] = sp;
+// Its thread control block and static TLS at the top stay valid memory (memcheck scans them).
+void scan_note_dead_stack(uintptr_t sp, uintptr_t tp) {
+    unsigned i = atomic_fetch_add(&dead_next, 1) % HL_DEAD_STACKS;
+    dead_sps[i] = sp;
+    dead_tps[i] = tp;
 }
 
-static int any_block_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi) {
-    size_t a = 0, z = b->n;
-    while (a < z) { // first block start >= lo
-        size_t mid = (a + z) / 2;
-        if (b->starts[mid] < lo)
-            a = mid + 1;
-        else
-            z = mid;
+// The static TLS in use below a thread pointer (x86-64 keeps TLS blocks under the thread
+// control block): measured on this thread, from where each module's block sits, since every
+// thread has the same layout. The surplus below it is the top of the thread's stack.
+typedef struct tls_probe_s {
+    uintptr_t tp, lowest;
+    size_t reserved;
+} tls_probe_t;
+
+static int tls_cb(struct dl_phdr_info* info, size_t size, void* arg) {
+    (void)size;
+    tls_probe_t* pr = arg;
+    uintptr_t blk = (uintptr_t)info->dlpi_tls_data;
+    if (info->dlpi_tls_modid && blk && blk < pr->tp && pr->tp - blk <= pr->reserved &&
+        blk < pr->lowest)
+        pr->lowest = blk;
+    return 0;
+}
+
+static size_t static_tls_used(void) {
+    static size_t used;
+    if (!used) {
+        void (*get)(size_t*, size_t*) = NULL;
+        *(void**)&get = dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
+        size_t reserved = 0, align = 0;
+        if (get)
+            get(&reserved, &align);
+        tls_probe_t pr = {(uintptr_t)__builtin_thread_pointer(), UINTPTR_MAX,
+                          reserved ? reserved : 65536};
+        dl_iterate_phdr(tls_cb, &pr);
+        used = pr.lowest != UINTPTR_MAX ? pr.tp - pr.lowest : 4096;
     }
-    return a < b->n && b->starts[a] < hi;
+    return used;
 }
 
 typedef struct roots_s {
@@ -307,22 +336,75 @@ typedef struct roots_s {
     size_t n, cap;
 } roots_t;
 
-static void add_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
-    if (hi <= lo || rs->n >= rs->cap)
-        return;
+static void push_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
+    if (hi > lo && rs->n < rs->cap) {
+        rs->r[rs->n].lo = lo;
+        rs->r[rs->n].hi = hi;
+        rs->n++;
+    }
+}
+
+static int cmp_range(const void* a, const void* b) {
+    const lc_range_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+// Adds [lo, hi) minus the holes: the agent's own memory (the kernel merges neighbouring
+// anonymous mappings, so one line of /proc/self/maps may hold both the agent's pages and the
+// program's) and, when given, heap blocks lying inside it.
+static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_blocks_t* blocks,
+                           int guard) {
+    static lc_range_t holes[4096 + 16];
+    static uintptr_t agent[4096][2];
+    size_t nh = 0;
     uintptr_t own_lo, own_hi;
     modules_own_range(&own_lo, &own_hi);
-    if (lo < own_hi && hi > own_lo) {
-        // The agent's own data: left out, except what lies around it in the same mapping.
-        add_root(rs, lo, own_lo);
-        add_root(rs, own_hi, hi);
-        return;
+    if (lo < own_hi && hi > own_lo)
+        holes[nh++] = (lc_range_t){own_lo, own_hi};
+    size_t na = os_agent_ranges(agent, 4096);
+    for (size_t i = 0; i < na && nh < 4096; i++)
+        if (lo < agent[i][1] && hi > agent[i][0])
+            holes[nh++] = (lc_range_t){agent[i][0], agent[i][1]};
+    if (blocks) {
+        size_t a = 0, z = blocks->n;
+        while (a < z) {
+            size_t mid = (a + z) / 2;
+            if (blocks->starts[mid] < lo)
+                a = mid + 1;
+            else
+                z = mid;
+        }
+        for (; a < blocks->n && blocks->starts[a] < hi && nh < HL_ARRAY_LEN(holes); a++)
+            holes[nh++] = (lc_range_t){blocks->starts[a] - 16,
+                                       blocks->starts[a] + blocks->sizes[a] + (size_t)guard};
     }
-    if (os_is_agent_range(lo, hi))
-        return;
-    rs->r[rs->n].lo = lo;
-    rs->r[rs->n].hi = hi;
-    rs->n++;
+    qsort(holes, nh, sizeof *holes, cmp_range);
+    uintptr_t at = lo;
+    for (size_t i = 0; i < nh; i++) {
+        if (holes[i].lo > at)
+            push_root(rs, at, holes[i].lo < hi ? holes[i].lo : hi);
+        if (holes[i].hi > at)
+            at = holes[i].hi;
+        if (at >= hi)
+            return;
+    }
+    push_root(rs, at, hi);
+}
+
+static void add_root(roots_t* rs, uintptr_t lo, uintptr_t hi) { add_root_minus(rs, lo, hi, NULL, 0); }
+
+static size_t blocks_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi, size_t enough) {
+    size_t a = 0, z = b->n, n = 0;
+    while (a < z) {
+        size_t mid = (a + z) / 2;
+        if (b->starts[mid] < lo)
+            a = mid + 1;
+        else
+            z = mid;
+    }
+    for (; a < b->n && b->starts[a] < hi && n < enough; a++)
+        n++;
+    return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -418,25 +500,45 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         }
         if (m->kind == 'a') {
             int dead = 0;
-            for (unsigned d = 0; d < HL_DEAD_STACKS && d < atomic_load(&dead_next); d++)
-                if (dead_sps[d] >= m->lo && dead_sps[d] < m->hi)
+            for (unsigned d = 0; d < HL_DEAD_STACKS && d < atomic_load(&dead_next); d++) {
+                if (dead_sps[d] >= m->lo && dead_sps[d] < m->hi) {
                     dead = 1;
+                    uintptr_t tp = dead_tps[d];
+                    if (tp >= m->lo && tp < m->hi) {
+                        size_t tls = static_tls_used();
+                        add_root(&rs, tp - tls > m->lo ? tp - tls : m->lo, m->hi);
+                    }
+                }
+            }
             if (dead)
                 continue;
-            // Heap of the allocator (glibc's thread arenas are 64 MiB aligned; any mapping
-            // holding a live block belongs to an allocator).
+            // The allocator's own mappings: glibc's thread arenas are 64 MiB aligned, and a
+            // mapping holding many live blocks is some allocator's heap. Freed memory there
+            // holds stale pointers, so none of it is a root.
             if ((m->lo & ((64u << 20) - 1)) == 0 && m->hi - m->lo <= (64u << 20) &&
                 m->hi - m->lo >= (128u << 10))
                 continue;
-            if (any_block_in(&b, m->lo, m->hi))
+            if (blocks_in(&b, m->lo, m->hi, 5) >= 5)
                 continue;
         }
-        add_root(&rs, m->lo, m->hi);
+        add_root_minus(&rs, m->lo, m->hi, &b, hl_opt.guard);
     }
 
     lc_input_t in = {.starts = b.starts, .sizes = b.sizes, .nblocks = n, .roots = rs.r,
                      .nroots = rs.n, .vtable_ranges = vt, .nvtable_ranges = nvt};
     lc_classify(&in, b.kind, b.leader, ws);
+    if (getenv("HEAPLENS_DEBUG_SCAN")) {
+        for (size_t i = 0; i < n; i++) {
+            if (b.kind[i] != HL_LEAK_REACHABLE || raw.internal[order[i]])
+                continue;
+            for (size_t r = 0; r < rs.n; r++)
+                for (uintptr_t a = (rs.r[r].lo + 7) & ~7ul; a + 8 <= rs.r[r].hi; a += 8)
+                    if (*(uintptr_t*)a == b.starts[i])
+                        hl_log("block %p size %lu found at %p in root %p-%p", (void*)b.starts[i],
+                               (unsigned long)b.sizes[i], (void*)a, (void*)rs.r[r].lo,
+                               (void*)rs.r[r].hi);
+        }
+    }
 
     // Verdicts, in address order.
     if (enc_reserve(enc, 64) == 0) {

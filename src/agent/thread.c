@@ -31,7 +31,8 @@ static void thread_exit_cb(void* arg) {
     if (!r || hl_self.ring != r)
         return;
     hl_self.ring = NULL;
-    scan_note_dead_stack((uintptr_t)__builtin_frame_address(0));
+    scan_note_dead_stack((uintptr_t)__builtin_frame_address(0),
+                         (uintptr_t)__builtin_thread_pointer());
     atomic_store_explicit(&r->is_dead, 1, memory_order_release);
 }
 
