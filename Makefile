@@ -2,8 +2,7 @@
 CC       ?= gcc
 BUILD    ?= build
 CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fno-strict-aliasing
-AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer \
-                 -ftls-model=initial-exec
+AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer
 TOOL_CFLAGS   := $(CFLAGS_COMMON)
 DEB_PACKAGES  := gcc g++ make libdw-dev libelf-dev libzstd-dev libunwind-dev python3
 
@@ -35,7 +34,7 @@ $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	$(CC) $(TOOL_CFLAGS) -c $< -o $@
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
-	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lunwind -lzstd -ldl -lpthread
+	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
 
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm

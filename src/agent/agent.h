@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "../common/compiler.h"
@@ -50,8 +51,9 @@ typedef struct hl_ring_s {
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;
 
-// Per-thread agent state, in initial-exec TLS. All zero for a thread the agent has not seen:
-// ring == NULL sends the first call through thread_attach().
+// Per-thread agent state, reached through one pthread key rather than TLS: a TLS segment in
+// the agent would make glibc size every thread's DTV for one more module, changing the
+// program's own allocations. ring == NULL sends the first event through thread_attach().
 typedef struct hl_thread_s {
     int busy;                // inside the agent: nested allocations go straight to the real ones
     int park_pending;        // a stop-the-world request arrived while busy
@@ -61,7 +63,19 @@ typedef struct hl_thread_s {
     int tid;
 } hl_thread_t;
 
-extern HL_TLS hl_thread_t hl_self;
+extern pthread_key_t hl_thread_key;
+extern _Atomic int hl_thread_key_ready;
+HL_COLD hl_thread_t* thread_self_slow(void);
+
+// This thread's state; never NULL.
+HL_INLINE hl_thread_t* thread_self(void) {
+    if (hl_likely(atomic_load_explicit(&hl_thread_key_ready, memory_order_relaxed))) {
+        hl_thread_t* t = pthread_getspecific(hl_thread_key);
+        if (hl_likely(t != NULL))
+            return t;
+    }
+    return thread_self_slow();
+}
 
 // ---------------------------------------------------------------------------------------------
 // options.c: HEAPLENS_* environment, parsed once.
@@ -145,6 +159,7 @@ hl_ring_t* thread_rings(void);              // head of the registry (writer side
 void thread_lock(void);
 void thread_unlock(void);
 void thread_reset_after_fork(void);
+int thread_key_init(void);
 uint32_t thread_count(void);
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +276,8 @@ void writer_finish(int how, int value); // final drain, scan records, END, close
 void writer_reset_after_fork(void);
 void writer_clock_init(void);
 int64_t writer_now_ns(void);
-int writer_thread_id(void);       // tid of the writer thread, 0 when none runs
+int writer_thread_id(void);
+int writer_is_fork_child(void);  // this trace belongs to a forked child       // tid of the writer thread, 0 when none runs
 hl_enc_t* writer_encoder_locked(void);   // drains, returns the encoder (writer lock held)
 void writer_end_locked(int how, int value);
 void writer_exec_locked(const char* path);

@@ -25,7 +25,7 @@ int guard_is_intact(const hl_block_t* b) {
 
 void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block) {
     uint32_t call_stack = stack_capture();
-    writer_put_error(kind, hl_self.index, call_stack, addr, fn, block);
+    writer_put_error(kind, thread_self()->index, call_stack, addr, fn, block);
 }
 
 static void check_one(const hl_block_t* b, void* arg) {

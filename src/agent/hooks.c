@@ -18,13 +18,13 @@
 // ---------------------------------------------------------------------------------------------
 static HL_COLD void ensure_started(void) {
     if (atomic_load(&hl_real_ready) != 2) {
-        if (hl_self.busy)
+        if (thread_self()->busy)
             return; // a nested call while resolving: the caller uses the bootstrap arena
-        hl_self.busy = 1;
+        thread_self()->busy = 1;
         real_resolve();
-        hl_self.busy = 0;
+        thread_self()->busy = 0;
     }
-    if (atomic_load(&hl_phase) == HL_OFF && !hl_self.busy)
+    if (atomic_load(&hl_phase) == HL_OFF && !thread_self()->busy)
         agent_init();
 }
 
@@ -32,7 +32,7 @@ static HL_COLD void ensure_started(void) {
 // internal so its release is not mistaken for an invalid free.
 static HL_COLD void* slow_alloc(size_t size, size_t align, int fn, size_t nmemb) {
     ensure_started();
-    if (atomic_load(&hl_phase) == HL_ON && !hl_self.busy) {
+    if (atomic_load(&hl_phase) == HL_ON && !thread_self()->busy) {
         // This call started the agent (a constructor that ran before the agent's own): it is
         // the program's, so it takes the recorded path.
         if (fn == HL_FN_CALLOC) {
@@ -78,7 +78,7 @@ static HL_COLD void* slow_alloc(size_t size, size_t align, int fn, size_t nmemb)
         p = hl_real.malloc(size);
         break;
     }
-    if (p && atomic_load(&hl_phase) == HL_ON && hl_self.busy)
+    if (p && atomic_load(&hl_phase) == HL_ON && thread_self()->busy)
         record_internal_alloc(p, size);
     return p;
 }
@@ -86,7 +86,7 @@ static HL_COLD void* slow_alloc(size_t size, size_t align, int fn, size_t nmemb)
 static HL_COLD void slow_free(void* p) {
     if (atomic_load(&hl_real_ready) != 2)
         return;
-    if (atomic_load(&hl_phase) == HL_ON && hl_self.busy)
+    if (atomic_load(&hl_phase) == HL_ON && thread_self()->busy)
         record_internal_free(p);
     hl_real.free(p);
 }
@@ -102,7 +102,7 @@ static inline size_t padded(size_t size) {
 // malloc family
 // ---------------------------------------------------------------------------------------------
 void* hook_alloc(size_t size, int fn) {
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, 16, fn, 0);
     t->busy = 1;
@@ -118,7 +118,7 @@ void hook_free(void* p, int fn) {
         return;
     if (hl_unlikely(bootstrap_owns(p)))
         return;
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy) {
         slow_free(p);
         return;
@@ -134,7 +134,7 @@ HL_EXPORT void* malloc(size_t size) { return hook_alloc(size, HL_FN_MALLOC); }
 HL_EXPORT void free(void* p) { hook_free(p, HL_FN_FREE); }
 
 HL_EXPORT void* calloc(size_t nmemb, size_t size) {
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, 16, HL_FN_CALLOC, nmemb);
     size_t total;
@@ -151,7 +151,7 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
 }
 
 static void* realloc_impl(void* p, size_t size, int fn) {
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!p) {
         if (!HOOK_READY() || t->busy)
             return slow_alloc(size, 16, HL_FN_MALLOC, 0);
@@ -229,7 +229,7 @@ HL_EXPORT void* reallocarray(void* p, size_t nmemb, size_t size) {
 
 // The aligned family: the guard goes after the requested size, alignment stays the caller's.
 void* hook_aligned(size_t align, size_t size, int fn) {
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, align, fn, 0);
     t->busy = 1;
@@ -271,7 +271,7 @@ HL_EXPORT void* pvalloc(size_t size) { return hook_aligned(4096, size, HL_FN_PVA
 HL_EXPORT int posix_memalign(void** out, size_t align, size_t size) {
     if (align < sizeof(void*) || (align & (align - 1)) != 0)
         return EINVAL;
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy) {
         void* p = slow_alloc(size, align, HL_FN_MEMALIGN, 0);
         if (!p)
@@ -298,7 +298,7 @@ HL_EXPORT size_t malloc_usable_size(void* p) {
         return 0;
     if (atomic_load(&hl_real_ready) != 2)
         return 0;
-    hl_thread_t* t = &hl_self;
+    hl_thread_t* t = thread_self();
     if (HOOK_READY() && !t->busy && hl_opt.guard) {
         t->busy = 1;
         size_t n = record_usable_size(p);

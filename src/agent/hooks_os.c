@@ -10,13 +10,13 @@
 
 #include "agent.h"
 
-#define TRACING() (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !hl_self.busy)
+#define TRACING() (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !thread_self()->busy)
 
 static HL_COLD void resolve_now(void) {
-    if (atomic_load(&hl_real_ready) != 2 && !hl_self.busy) {
-        hl_self.busy = 1;
+    if (atomic_load(&hl_real_ready) != 2 && !thread_self()->busy) {
+        thread_self()->busy = 1;
         real_resolve();
-        hl_self.busy = 0;
+        thread_self()->busy = 0;
     }
 }
 
@@ -30,9 +30,9 @@ static void* map_impl(void* (*real)(void*, size_t, int, int, int, off_t), void* 
     }
     void* p = real(addr, len, prot, flags, fd, off);
     if (p != MAP_FAILED && TRACING()) {
-        hl_self.busy = 1;
-        record_mmap(&hl_self, p, len, prot, flags);
-        hl_self.busy = 0;
+        thread_self()->busy = 1;
+        record_mmap(thread_self(), p, len, prot, flags);
+        thread_self()->busy = 0;
     }
     return p;
 }
@@ -53,9 +53,9 @@ HL_EXPORT int munmap(void* addr, size_t len) {
     }
     if (TRACING()) {
         // Recorded first: once unmapped, the range may be handed out again at once.
-        hl_self.busy = 1;
-        record_munmap(&hl_self, addr, len);
-        hl_self.busy = 0;
+        thread_self()->busy = 1;
+        record_munmap(thread_self(), addr, len);
+        thread_self()->busy = 0;
     }
     return hl_real.munmap(addr, len);
 }
@@ -72,10 +72,10 @@ HL_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...
     void* p = hl_real.mremap ? hl_real.mremap(old, old_len, new_len, flags, want)
                              : (void*)syscall(SYS_mremap, old, old_len, new_len, flags, want);
     if (p != MAP_FAILED && TRACING()) {
-        hl_self.busy = 1;
-        record_munmap(&hl_self, old, old_len);
-        record_mmap(&hl_self, p, new_len, PROT_READ | PROT_WRITE, MAP_PRIVATE);
-        hl_self.busy = 0;
+        thread_self()->busy = 1;
+        record_munmap(thread_self(), old, old_len);
+        record_mmap(thread_self(), p, new_len, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+        thread_self()->busy = 0;
     }
     return p;
 }
@@ -84,9 +84,9 @@ HL_EXPORT void* dlopen(const char* file, int mode) {
     resolve_now();
     void* h = hl_real.dlopen(file, mode);
     if (h && TRACING()) {
-        hl_self.busy = 1;
-        record_modules_changed(&hl_self);
-        hl_self.busy = 0;
+        thread_self()->busy = 1;
+        record_modules_changed(thread_self());
+        thread_self()->busy = 0;
     }
     return h;
 }
@@ -100,9 +100,9 @@ HL_EXPORT int dlclose(void* h) {
     }
     int rc = hl_real.dlclose(h);
     if (TRACING()) {
-        hl_self.busy = 1;
-        record_modules_changed(&hl_self);
-        hl_self.busy = 0;
+        thread_self()->busy = 1;
+        record_modules_changed(thread_self());
+        thread_self()->busy = 0;
     }
     return rc;
 }

@@ -121,15 +121,23 @@ void agent_init(void) {
             sched_yield();
         return;
     }
-    int was_busy = hl_self.busy;
-    hl_self.busy = 1;
+    hl_thread_t* boot = thread_self();
+    int was_busy = boot->busy;
+    boot->busy = 1;
     atomic_store(&hl_phase, HL_BOOTING);
     options_load();
     if (hl_opt.is_disabled || (hl_opt.no_follow && session_has_entries())) {
         atomic_store(&hl_phase, HL_DONE);
-        hl_self.busy = was_busy;
+        boot->busy = was_busy;
         return;
     }
+    if (thread_key_init() != 0) {
+        hl_log("cannot create a thread key; not tracing");
+        atomic_store(&hl_phase, HL_DONE);
+        boot->busy = was_busy;
+        return;
+    }
+    thread_self()->busy = 1; // this thread's own state from here on
     writer_clock_init();
     modules_self_range();
     unwind_init();
@@ -139,20 +147,22 @@ void agent_init(void) {
     on_exit(on_exit_cb, NULL);
     if (sink_open() != 0) {
         atomic_store(&hl_phase, HL_DONE);
-        hl_self.busy = was_busy;
+        thread_self()->busy = 0;
+        boot->busy = was_busy;
         return;
     }
     install_fatal_handlers();
     atomic_store(&hl_phase, HL_ON);
     writer_start();
-    hl_self.busy = was_busy;
+    thread_self()->busy = 0;
+    boot->busy = was_busy;
 }
 
 __attribute__((constructor)) static void agent_ctor(void) {
     if (atomic_load(&hl_real_ready) != 2) {
-        hl_self.busy = 1;
+        thread_self()->busy = 1;
         real_resolve();
-        hl_self.busy = 0;
+        thread_self()->busy = 0;
     }
     if (atomic_load(&hl_phase) == HL_OFF)
         agent_init();
@@ -165,8 +175,8 @@ static void finish_with(int how, int value, const ucontext_t* uc) {
     static _Atomic int finishing;
     if (atomic_load(&hl_phase) != HL_ON || atomic_exchange(&finishing, 1))
         return;
-    int was_busy = hl_self.busy;
-    hl_self.busy = 1;
+    int was_busy = thread_self()->busy;
+    thread_self()->busy = 1;
     ucontext_t here;
     if (!uc) {
         getcontext(&here); // the caller's registers, as roots
@@ -183,19 +193,23 @@ static void finish_with(int how, int value, const ucontext_t* uc) {
     writer_unlock();
     if (hl_opt.scan_at_exit)
         scan_resume_world();
-    hl_self.busy = was_busy;
+    thread_self()->busy = was_busy;
 }
 
 void agent_finish(int how, int value) { finish_with(how, value, NULL); }
 
 void agent_before_exec(const char* path) {
-    if (atomic_load(&hl_phase) != HL_ON || hl_self.busy)
+    if (atomic_load(&hl_phase) != HL_ON || thread_self()->busy)
         return;
-    hl_self.busy = 1;
+    // fork then exec at once (system, popen, a shell running a command): the exec'd image
+    // writes its own trace; the moment in between is not worth a file of its own.
+    if (!sink_is_open() && writer_is_fork_child())
+        return;
+    thread_self()->busy = 1;
     writer_lock();
     writer_exec_locked(path);
     writer_unlock();
-    hl_self.busy = 0;
+    thread_self()->busy = 0;
 }
 
 __attribute__((destructor)) static void agent_dtor(void) { agent_finish(HL_END_EXIT, exit_status); }

@@ -65,15 +65,15 @@ static void park_with(const ucontext_t* uc) {
 static void on_park(int sig, siginfo_t* si, void* ucv) {
     (void)sig, (void)si;
     int saved = errno;
-    if (hl_self.busy)
-        hl_self.park_pending = 1; // inside the agent: park where its tables are consistent
+    if (thread_self()->busy)
+        thread_self()->park_pending = 1; // inside the agent: park where its tables are consistent
     else
         park_with(ucv);
     errno = saved;
 }
 
 void scan_park_self(void) {
-    hl_self.park_pending = 0;
+    thread_self()->park_pending = 0;
     ucontext_t uc;
     getcontext(&uc);
     park_with(&uc);

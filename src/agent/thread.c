@@ -8,13 +8,19 @@
 
 #include "agent.h"
 
-HL_TLS hl_thread_t hl_self;
+pthread_key_t hl_thread_key;
+_Atomic int hl_thread_key_ready;
 
 static hl_ring_t* ring_list;      // every ring ever made, newest first
 static _Atomic int registry_lock;
 static _Atomic uint32_t next_index;
-static pthread_key_t exit_key;
-static int has_exit_key;
+
+// Until the key exists (the first moments of the process, one thread) everyone shares this.
+static hl_thread_t boot_state;
+
+// Thread states come from agent pages, and go back to this list when their thread ends.
+static hl_thread_t* free_states;
+#define HL_STATES_PER_PAGE (65536 / sizeof(hl_thread_t))
 
 void thread_lock(void) {
     while (atomic_exchange_explicit(&registry_lock, 1, memory_order_acquire))
@@ -25,15 +31,57 @@ void thread_unlock(void) { atomic_store_explicit(&registry_lock, 0, memory_order
 hl_ring_t* thread_rings(void) { return ring_list; }
 uint32_t thread_count(void) { return atomic_load(&next_index); }
 
-// Runs at thread exit for every thread that recorded anything: hand the ring to the writer.
+// Runs at thread exit: hand the ring to the writer, the state back to the pool.
 static void thread_exit_cb(void* arg) {
-    hl_ring_t* r = arg;
-    if (!r || hl_self.ring != r)
+    hl_thread_t* t = arg;
+    if (!t)
         return;
-    hl_self.ring = NULL;
     scan_note_dead_stack((uintptr_t)__builtin_frame_address(0),
                          (uintptr_t)__builtin_thread_pointer());
-    atomic_store_explicit(&r->is_dead, 1, memory_order_release);
+    hl_ring_t* r = t->ring;
+    thread_lock();
+    t->ring = NULL;
+    if (r)
+        atomic_store_explicit(&r->is_dead, 1, memory_order_release);
+    if (!t->busy) { // the writer's state stays: it never exits while tracing
+        *(hl_thread_t**)t = free_states;
+        free_states = t;
+    }
+    thread_unlock();
+}
+
+int thread_key_init(void) {
+    if (atomic_load(&hl_thread_key_ready))
+        return 0;
+    if (pthread_key_create(&hl_thread_key, thread_exit_cb) != 0)
+        return -1;
+    atomic_store(&hl_thread_key_ready, 1);
+    return 0;
+}
+
+hl_thread_t* thread_self_slow(void) {
+    if (!atomic_load(&hl_thread_key_ready))
+        return &boot_state;
+    thread_lock();
+    hl_thread_t* t = free_states;
+    if (t) {
+        free_states = *(hl_thread_t**)t;
+    } else {
+        hl_thread_t* page = os_map(HL_STATES_PER_PAGE * sizeof(hl_thread_t));
+        if (!page) {
+            thread_unlock();
+            return &boot_state;
+        }
+        for (size_t i = 1; i < HL_STATES_PER_PAGE - 1; i++)
+            *(hl_thread_t**)&page[i] = &page[i + 1];
+        *(hl_thread_t**)&page[HL_STATES_PER_PAGE - 1] = NULL;
+        free_states = &page[1];
+        t = &page[0];
+    }
+    thread_unlock();
+    *t = (hl_thread_t){0};
+    pthread_setspecific(hl_thread_key, t);
+    return t;
 }
 
 static hl_ring_t* ring_take(void) {
@@ -59,9 +107,6 @@ int thread_attach(hl_thread_t* t) {
     if (atomic_load_explicit(&hl_phase, memory_order_acquire) != HL_ON)
         return -1;
     thread_lock();
-    if (!has_exit_key) {
-        has_exit_key = pthread_key_create(&exit_key, thread_exit_cb) == 0;
-    }
     hl_ring_t* r = ring_take();
     if (r) {
         t->index = atomic_fetch_add(&next_index, 1) + 1;
@@ -74,8 +119,6 @@ int thread_attach(hl_thread_t* t) {
     if (!r)
         return -1;
     t->ring = r;
-    if (has_exit_key)
-        pthread_setspecific(exit_key, r);
     return 0;
 }
 
@@ -89,13 +132,14 @@ void thread_reset_after_fork(void) {
         r->tail_cache = 0;
         atomic_store(&r->is_dead, 2);
     }
-    if (hl_self.ring) {
-        hl_ring_t* r = hl_self.ring;
+    hl_thread_t* self = thread_self();
+    if (self->ring) {
+        hl_ring_t* r = self->ring;
         atomic_store(&r->is_dead, 0);
-        hl_self.index = atomic_fetch_add(&next_index, 1) + 1;
-        hl_self.alloc_seq = 0;
-        hl_self.tid = os_gettid();
-        r->thread_index = hl_self.index;
-        r->tid = hl_self.tid;
+        self->index = atomic_fetch_add(&next_index, 1) + 1;
+        self->alloc_seq = 0;
+        self->tid = os_gettid();
+        r->thread_index = self->index;
+        r->tid = self->tid;
     }
 }

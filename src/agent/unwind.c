@@ -1,28 +1,33 @@
 // SPDX-License-Identifier: MIT
-// unwind.c - the backtrace of the current call. libunwind's unw_backtrace walks CFI with a
-// per-thread cache of unwind rules keyed by return address, so a frame it has seen before
-// costs a hash lookup, not a DWARF interpretation; programs built without frame pointers (the
-// usual -O2 build) unwind correctly. Frames inside libheaplens.so are dropped.
+// unwind.c - the backtrace of the current call, from the CFI in .eh_frame (programs built
+// -O2 without frame pointers unwind correctly). libgcc's unwinder carries no TLS, so loading
+// it leaves the program's thread layout as it was. Frames inside libheaplens.so are dropped.
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <unwind.h>
 
 #include "agent.h"
 
-int unwind_here(uintptr_t* ips, int max) {
-    void* raw[HL_MAX_DEPTH + 8];
-    int want = max + 8;
-    if (want > (int)HL_ARRAY_LEN(raw))
-        want = (int)HL_ARRAY_LEN(raw);
-    int n = unw_backtrace(raw, want);
-    int skip = 0;
-    while (skip < n && modules_own_text((uintptr_t)raw[skip]))
-        skip++;
-    int out = 0;
-    for (int i = skip; i < n && out < max; i++)
-        ips[out++] = (uintptr_t)raw[i];
-    return out;
+typedef struct collect_s {
+    uintptr_t* ips;
+    int n, max, skipping;
+} collect_t;
+
+static _Unwind_Reason_Code on_frame(struct _Unwind_Context* ctx, void* arg) {
+    collect_t* c = arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
+    if (!ip)
+        return _URC_END_OF_STACK;
+    if (c->skipping && modules_own_text(ip))
+        return _URC_NO_REASON;
+    c->skipping = 0;
+    c->ips[c->n++] = ip;
+    return c->n >= c->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-// Per-thread caching makes repeated frames cheap; called once at start.
-void unwind_init(void) { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); }
+int unwind_here(uintptr_t* ips, int max) {
+    collect_t c = {ips, 0, max, 1};
+    _Unwind_Backtrace(on_frame, &c);
+    return c.n;
+}
+
+void unwind_init(void) {}

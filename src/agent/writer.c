@@ -57,6 +57,7 @@ static void clock_recalibrate(void) {
 
 static int64_t ticks_to_ns(uint64_t t) { return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick); }
 int64_t writer_now_ns(void) { return ticks_to_ns(clock_ticks()); }
+int writer_is_fork_child(void) { return is_fork_child; }
 int writer_thread_id(void) { return atomic_load(&writer_running) ? writer_tid : 0; }
 
 void writer_lock(void) {
@@ -345,7 +346,7 @@ static void pass(int force_flush) {
 
 static void* writer_main(void* arg) {
     (void)arg;
-    hl_self.busy = 1; // nothing this thread does is the program's
+    thread_self()->busy = 1; // nothing this thread does is the program's
     writer_tid = os_gettid();
     for (;;) {
         atomic_store(&writer_wake, 0);
@@ -399,7 +400,7 @@ void ring_wait_space(hl_ring_t* r) {
     if (!atomic_load(&writer_running))
         writer_start();
     for (int spins = 0;; spins++) {
-        if (hl_self.park_pending)
+        if (thread_self()->park_pending)
             scan_park_self(); // a scan waits for this thread; the writer waits for the scan
         writer_kick();
         if (!atomic_load(&writer_running)) {

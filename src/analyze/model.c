@@ -486,8 +486,8 @@ int model_load(model_t* m, const char* path) {
     if (rc != 0)
         return rc;
     if (!m->has_info) {
-        snprintf(m->read.message, sizeof m->read.message, "%s",
-                 m->read.message[0] ? m->read.message : "trace holds no records");
+        if (!m->read.message[0])
+            snprintf(m->read.message, sizeof m->read.message, "trace holds no records");
         return -EINVAL;
     }
     // Early frees whose allocation never came are dropped; they cannot be attributed.

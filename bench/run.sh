@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/run.sh BUILD_DIR [--quick] - heaplens against native and heaptrack on seven workloads.
+# Builds the workloads into BUILD_DIR/bench/, runs native / heaptrack / heaplens in alternation
+# (3 rounds, 1 with --quick), then analyses one round's traces with `heaplens report` and
+# `heaptrack_print`. Prints one table per workload and writes bench/results/latest.md.
+# A tool that fails on a workload gets "failed (reason)" in its cells; the script goes on.
+# Environment knobs (all optional):
+#   ROUNDS=N           rounds per workload (default 3, 1 with --quick)
+#   DEPTH=N            heaplens -d (default 64: heaptrack's fixed unwind limit is 64 frames)
+#   VMEM_MB=N          virtual-memory cap for every traced run and analysis (default 4096)
+#   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
+#   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 tree cxx python sqlite churn_mix)
+#   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
+#   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-build}
+[ $# -gt 0 ] && shift
+quick=0
+for a in "$@"; do
+    case $a in
+    --quick) quick=1 ;;
+    *) echo "usage: bench/run.sh BUILD_DIR [--quick]" >&2; exit 2 ;;
+    esac
+done
+case $build in /*) ;; *) build=$root/$build ;; esac
+B=$build/bench
+mkdir -p "$B" "$root/bench/results" || exit 1
+
+if [ $quick = 1 ]; then rounds=${ROUNDS:-1}; timeout=${TIMEOUT:-120}; else rounds=${ROUNDS:-3}; timeout=${TIMEOUT:-300}; fi
+depth=${DEPTH:-64}
+vmem=${VMEM_MB:-4096}
+workloads=${WORKLOADS:-churn_deep churn_deep2 tree cxx python sqlite churn_mix}
+log() { printf '%s\n' "$*" >&2; }
+
+# --- build the workloads: -O2 -g, no frame pointers (the tracers must unwind with CFI) -------
+CC=${CC:-gcc}
+CXX=${CXX:-g++}
+NOFP="-O2 -g -fomit-frame-pointer"
+build_one() { # OUT SRC COMPILER FLAGS...
+    local out=$1 src=$2; shift 2
+    if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
+        "$@" -o "$out" "$src" || { log "bench: cannot build $out"; return 1; }
+    fi
+}
+build_one "$B/measure" "$here/measure.c" $CC -O2 -Wall || exit 1
+build_one "$B/churn_deep" "$here/churn_deep.c" $CC $NOFP -pthread || exit 1
+build_one "$B/churn_mix" "$here/churn_mix.c" $CC $NOFP || exit 1
+build_one "$B/tree" "$here/tree.c" $CC $NOFP || exit 1
+build_one "$B/cxx" "$here/cxx.cc" $CXX $NOFP || exit 1
+sql=$B/sqlite_200k.sql
+if [ ! -s "$sql" ] || [ "$here/gen_sql.py" -nt "$sql" ]; then
+    python3 "$here/gen_sql.py" 200000 >"$sql.tmp" && mv "$sql.tmp" "$sql" || { log "bench: cannot generate $sql"; exit 1; }
+fi
+# A real python3 binary (a pyenv shim is a shell script: we would trace bash).
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
+sqlite=$(command -v sqlite3 || true)
+
+heaplens=$build/heaplens
+have_ht=1; command -v heaptrack >/dev/null && command -v heaptrack_print >/dev/null || have_ht=0
+
+# name | description | stdin file or - | command...
+wl_desc() {
+    case $1 in
+    churn_deep) echo "1M malloc/free pairs from 50 call sites, each 15-25 frames deep (unique paths), 1 thread" ;;
+    churn_deep2) echo "churn_deep in 2 threads, 1M pairs PER THREAD (2M total; compare cost per allocation)" ;;
+    tree) echo "build + tear down a 2M-node binary tree of small strings (~6.3M allocations)" ;;
+    cxx) echo "C++ std::map/std::string/std::vector churn (~3.7M allocations)" ;;
+    python) echo "CPython $($py -c 'import platform; print(platform.python_version())' 2>/dev/null) running bench/alloc_heavy.py (dict/list/string churn)" ;;
+    sqlite) echo "sqlite3 :memory: inserting 200k rows, SQL script on stdin (~7.6M allocations)" ;;
+    churn_mix) echo "realistic mix: 16 functions per level, ~8000 distinct 15-25-frame stacks, 1.2M allocations, varied lifetimes" ;;
+    esac
+}
+wl_stdin() { case $1 in sqlite) echo "$sql" ;; *) echo /dev/null ;; esac; }
+wl_cmd() {
+    case $1 in
+    churn_deep) echo "$B/churn_deep 1" ;;
+    churn_deep2) echo "$B/churn_deep 2" ;;
+    tree) echo "$B/tree" ;;
+    cxx) echo "$B/cxx" ;;
+    python) echo "$py $here/alloc_heavy.py" ;;
+    sqlite) echo "$sqlite :memory:" ;;
+    churn_mix) echo "$B/churn_mix" ;;
+    esac
+}
+
+raw=$B/results.tsv
+: >"$raw"
+# record WORKLOAD TOOL ROUND PHASE KEY=VALUE... (one line per measured command)
+record() { local IFS=$'\t'; printf '%s\n' "$*" >>"$raw"; }
+
+# Reason for a failed command: timeout, signal, exit status, plus the most telling stderr line.
+why() { # RESULTFILE STDERRFILE
+    local res=$1 err=$2 st sig to hint
+    st=$(sed -n 's/.*status=\([-0-9]*\).*/\1/p' "$res"); sig=$(sed -n 's/.*signal=\([0-9]*\).*/\1/p' "$res")
+    to=$(sed -n 's/.*timeout=\([01]\).*/\1/p' "$res")
+    if grep -q "bad_alloc" "$err" 2>/dev/null; then
+        hint="std::bad_alloc at the ${vmem} MiB cap"
+    elif grep -q -i "MemoryError\|out of memory\|Cannot allocate memory" "$err" 2>/dev/null; then
+        hint="out of memory at the ${vmem} MiB cap"
+    else
+        hint=$(grep -m1 -E "terminate called|Segmentation|Abort|rror|annot|failed|Killed|ERROR" "$err" 2>/dev/null | tr '\t' ' ' | cut -c1-90)
+    fi
+    if [ "$to" = 1 ]; then echo "timeout after ${timeout}s"
+    elif [ "${sig:-0}" != 0 ]; then echo "killed by signal $sig${hint:+: $hint}"
+    elif [ "$st" = 141 ]; then echo "SIGPIPE: its helper died${hint:+: $hint}"
+    else echo "exit $st${hint:+: $hint}"; fi
+}
+ok_result() { grep -q 'status=0 signal=0 timeout=0' "$1"; }
+run_failed() { awk -F'\t' -v w="$1" -v t="$2" -v r="$3" '$1==w && $2==t && $3==r && $4=="run" && /\tfail=/ {f=1} END {exit !f}' "$raw"; }
+
+run_tool() { # WORKLOAD TOOL ROUND
+    local w=$1 tool=$2 r=$3 dir=$B/runs/$1 in cmd res err out
+    in=$(wl_stdin "$w"); cmd=$(wl_cmd "$w")
+    res=$dir/$tool.r$r.res; err=$dir/$tool.r$r.err; out=$dir/$tool.r$r.out
+    rm -f "$res"
+    case $tool in
+    native)
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -- $cmd ;;
+    heaptrack)
+        [ $have_ht = 1 ] || { record "$w" "$tool" "$r" run "fail=heaptrack not installed"; return; }
+        rm -f "$dir/ht.r$r".*
+        # Helper runs in the measured tree: heaptrack (a shell script) + heaptrack_interpret.
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+            heaptrack -o "$dir/ht.r$r" $cmd ;;
+    heaplens)
+        [ -x "$heaplens" ] || { record "$w" "$tool" "$r" run "fail=$heaplens not built"; return; }
+        rm -f "$dir/hl.r$r.hl"
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+            "$heaplens" run -d "$depth" ${HEAPLENS_ARGS:-} -o "$dir/hl.r$r.hl" -- $cmd ;;
+    esac
+    if [ ! -s "$res" ]; then record "$w" "$tool" "$r" run "fail=measure produced no result"; return; fi
+    local fields trace="" size="" fail=""
+    fields=$(tr ' ' '\t' <"$res")
+    ok_result "$res" || fail=$(why "$res" "$err")
+    if [ $tool = heaptrack ]; then
+        grep -q -E "terminate called|bad_alloc" "$err" && [ -z "$fail" ] && fail="heaptrack_interpret died: $(grep -m1 -E 'terminate|bad_alloc' "$err" | cut -c1-90)"
+        trace=$(ls "$dir/ht.r$r".* 2>/dev/null | head -1)
+        [ -z "$fail" ] && [ -z "$trace" ] && fail="no trace written"
+    elif [ $tool = heaplens ]; then
+        trace=$dir/hl.r$r.hl
+        [ -z "$fail" ] && [ ! -s "$trace" ] && fail="no trace written: $(grep -m1 -E '^(ERROR|heaplens:)' "$err" | tr '\t' ' ' | cut -c1-110)"
+    fi
+    [ -n "$trace" ] && [ -f "$trace" ] && size=$(stat -c %s "$trace")
+    # Allocation counts as each tool reports them.
+    local calls=""
+    [ $tool = heaplens ] && calls=$(sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' "$err" | head -1 | tr -d ,)
+    record "$w" "$tool" "$r" run $fields ${size:+trace_bytes=$size} ${calls:+allocs=$calls} ${fail:+"fail=$fail"}
+}
+
+analyze() { # WORKLOAD ROUND: heaptrack_print and heaplens report on this round's traces
+    local w=$1 r=$2 dir=$B/runs/$1 trace res err fail calls
+    if [ $have_ht = 1 ]; then
+        trace=$(ls "$dir/ht.r$r".* 2>/dev/null | head -1)
+        if run_failed "$w" heaptrack "$r"; then
+            record "$w" heaptrack "$r" analyze "fail=n/a: the traced run failed"
+        elif [ -n "$trace" ]; then
+            res=$dir/ht_print.res; err=$dir/ht_print.err
+            "$B/measure" -r "$res" -o "$dir/ht_print.out" -e "$err" -t "$timeout" -v "$vmem" -- \
+                heaptrack_print ${HT_PRINT_ARGS:-} "$trace"
+            fail=""; ok_result "$res" || fail=$(why "$res" "$err")
+            calls=$(sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p' "$dir/ht_print.out" | head -1)
+            record "$w" heaptrack "$r" analyze $(tr ' ' '\t' <"$res") ${calls:+allocs=$calls} ${fail:+"fail=$fail"}
+        fi
+    fi
+    trace=$dir/hl.r$r.hl
+    if run_failed "$w" heaplens "$r"; then
+        record "$w" heaplens "$r" analyze "fail=n/a: the traced run failed"
+    elif [ -s "$trace" ]; then
+        res=$dir/hl_report.res; err=$dir/hl_report.err
+        "$B/measure" -r "$res" -o "$dir/hl_report.out" -e "$err" -t "$timeout" -v "$vmem" -- \
+            "$heaplens" report "$trace"
+        fail=""; ok_result "$res" || fail=$(why "$res" "$err")
+        record "$w" heaplens "$r" analyze $(tr ' ' '\t' <"$res") ${fail:+"fail=$fail"}
+    fi
+}
+
+start=$(date +%s)
+log "bench: $(echo $workloads | wc -w) workloads x $rounds round(s); heaplens -d $depth; limits ${vmem} MiB virtual, ${timeout}s per command"
+[ -x "$heaplens" ] || log "bench: $heaplens missing - heaplens cells will read failed"
+for w in $workloads; do
+    dir=$B/runs/$w
+    rm -rf "$dir"; mkdir -p "$dir"
+    record "$w" - - desc "desc=$(wl_desc "$w")"
+    tools=(native heaptrack heaplens)
+    for ((r = 1; r <= rounds; r++)); do
+        # Alternate, and rotate the order each round so no tool always runs first.
+        for ((k = 0; k < 3; k++)); do
+            t=${tools[$(((k + r - 1) % 3))]}
+            log "bench: $w round $r/$rounds: $t"
+            run_tool "$w" "$t" "$r"
+        done
+        if [ $r = 1 ]; then analyze "$w" 1; fi
+        [ "${KEEP:-0}" = 1 ] || rm -f "$dir"/ht.r"$r".* "$dir"/hl.r"$r".hl
+    done
+done
+elapsed=$(($(date +%s) - start))
+python3 "$here/summarize.py" "$raw" "$root/bench/results/latest.md" \
+    "rounds=$rounds depth=$depth vmem_mb=$vmem timeout=$timeout elapsed=$elapsed quick=$quick"

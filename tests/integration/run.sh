@@ -1,0 +1,556 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# run.sh BUILD_DIR - integration tests: every program of tests/programs runs under
+# `heaplens run --json`, and the numbers of its JSON report are checked against what the program
+# is known to do (tests/integration/check.py does the JSON side). Also the CLI's behaviour on bad
+# input. One line per check: "PASS name" or "FAIL name: reason"; the last line is
+# "N passed, N failed"; exit status 1 when anything failed.
+#
+# Numbers are exact wherever the program decides them. Ranges are used only for allocations made
+# by a runtime library the program cannot control, each with its reason next to it.
+set -u
+
+BUILD=$(cd "${1:-build}" && pwd) || { echo "run.sh: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
+HL=$BUILD/heaplens
+PROGS=$BUILD/programs
+HERE=$(cd "$(dirname "$0")" && pwd)
+CHECK=$HERE/check.py
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-it.XXXXXX")
+PASSED=0
+FAILED=0
+TIMEOUT=60
+ulimit -c 0 2>/dev/null # the signal cases must not leave core files behind
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+skip() { echo "SKIP $1: $2"; }
+
+# check CASE JSON EXPR... : assertions on a JSON report, one line each (see check.py).
+check() {
+    local out
+    out=$(python3 "$CHECK" "$@" 2>&1)
+    [ -n "$out" ] && echo "$out"
+    PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
+    FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
+}
+
+# same CASE A.json B.json KEY... : the two reports agree on those keys.
+same() {
+    local out
+    out=$(python3 "$CHECK" --same "$@" 2>&1)
+    echo "$out"
+    PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
+    FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
+}
+
+# hl CASE [run options...] -- PROG [ARGS...]
+# Runs `heaplens run --json $D/report.json -o $D/trace.hl OPTIONS -- $PROGS/PROG ARGS` in a
+# fresh directory $D=$WORK/CASE. Sets D, J (JSON path), T (trace path), ST (exit status); stdout
+# and stderr are in $D/stdout and $D/stderr. With the option --default-trace, no -o is given (the
+# trace gets its default name in $D).
+hl() {
+    local name=$1
+    shift
+    D=$WORK/$name
+    J=$D/report.json
+    T=$D/trace.hl
+    mkdir -p "$D"
+    local opts=(-o "$T")
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        if [ "$1" = "--default-trace" ]; then opts=(); else opts+=("$1"); fi
+        shift
+    done
+    shift
+    local prog=$1
+    shift
+    (cd "$D" && exec timeout -k 5 "$TIMEOUT" "$HL" run --json "$J" "${opts[@]}" -- "$PROGS/$prog" "$@" \
+        >"$D/stdout" 2>"$D/stderr" </dev/null)
+    ST=$?
+}
+
+# report CASE TRACE JSON : `heaplens report --json JSON TRACE`; sets RST, output in $D/report.*
+report() {
+    (timeout -k 5 "$TIMEOUT" "$HL" report --json "$3" "$2" >"$D/report.stdout" 2>"$D/report.stderr" </dev/null)
+    RST=$?
+}
+
+expect_status() { # CASE EXPECTED [ACTUAL=$ST]
+    local got=${3:-$ST}
+    if [ "$got" = "$2" ]; then pass "$1: exit status $2"; else fail "$1: exit status" "expected $2, got $got$(stderr_hint)"; fi
+}
+
+# The last heaplens diagnostic of the current case, to explain a failure.
+stderr_hint() {
+    local line
+    line=$(grep -m1 '^heaplens:' "$D/stderr" 2>/dev/null)
+    [ -n "$line" ] && printf ' (%s)' "$line"
+}
+
+expect_stdout() { # CASE TEXT : the program's stdout under heaplens is TEXT and a newline, exactly
+    if printf '%s\n' "$2" | cmp -s - "$D/stdout"; then
+        pass "$1: stdout"
+    else
+        fail "$1: stdout" "expected '$2\\n', got '$(head -c 200 "$D/stdout" | tr '\n' '|')'"
+    fi
+}
+
+# bad_input CASE CMD... : the command must fail cleanly: exit status 1..127 (no crash, no
+# signal), and stderr exactly one line, starting with "heaplens:".
+bad_input() {
+    local name=$1
+    shift
+    D=$WORK/$name
+    mkdir -p "$D"
+    (cd "$D" && timeout -k 5 "$TIMEOUT" "$@" >"$D/stdout" 2>"$D/stderr" </dev/null)
+    local st=$? lines first
+    lines=$(wc -l <"$D/stderr")
+    first=$(head -n1 "$D/stderr")
+    if [ "$st" -ge 1 ] && [ "$st" -le 127 ]; then
+        pass "$name: fails with status $st"
+    else
+        fail "$name: exit status" "expected 1..127, got $st"
+    fi
+    if [ "$lines" -eq 1 ] && [ "${first#heaplens:}" != "$first" ] && [ "$(tail -c1 "$D/stderr")" = "" ]; then
+        pass "$name: one 'heaplens:' line on stderr"
+    else
+        fail "$name: stderr" "expected exactly one line starting with 'heaplens:', got $lines line(s): $(head -c 300 "$D/stderr" | tr '\n' '|')"
+    fi
+}
+
+if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
+    fail "setup" "$HL or $BUILD/libheaplens.so is missing (make all)"
+    echo "$PASSED passed, $FAILED failed"
+    exit 1
+fi
+
+# dlopen_plugin needs build/programs/libplugin.so, which `make integration` does not list among
+# its prerequisites: build it here, with the Makefile's own command, when missing or stale.
+PLUGIN_SRC=$HERE/../programs/plugin.c
+if [ -f "$PLUGIN_SRC" ] && { [ ! -f "$PROGS/libplugin.so" ] || [ "$PLUGIN_SRC" -nt "$PROGS/libplugin.so" ]; }; then
+    mkdir -p "$PROGS"
+    gcc -O2 -g -fPIC -shared -o "$PROGS/libplugin.so" "$PLUGIN_SRC" || fail "setup" "cannot build $PROGS/libplugin.so"
+fi
+
+# ================================================================================================
+# The interposed C functions
+# ================================================================================================
+hl alloc_basic -- alloc_basic
+expect_status alloc_basic 0
+expect_stdout alloc_basic "alloc_basic done"
+check alloc_basic "$J" \
+    "calls['malloc'] == 11" "calls['calloc'] == 6" "calls['free'] == 15" \
+    "totals['allocations'] == 17" "totals['frees'] == 15" "totals['bytes_allocated'] == 3578" \
+    "totals['peak_heap_bytes'] == 2501" "totals['threads'] == 1" \
+    "ln('definite') == 2" "lb('definite') == 1078" \
+    "rec('definite', 'leak_via_malloc') == {'bytes': 1001, 'blocks': 1, 'records': 1}" \
+    "rec('definite', 'leak_via_calloc') == {'bytes': 77, 'blocks': 1, 'records': 1}" \
+    "frame('definite', 'leak_via_malloc')['file'].endswith('alloc_basic.c')" \
+    "frame('definite', 'leak_via_malloc')['line'] > 0" \
+    "names('malloc_ten') == []" "names('calloc_five') == []" \
+    "lb('indirect') == 0" "lb('possible') == 0" "lb('reachable') == 0" "lb('unscanned') == 0" \
+    "errors == []" "scanned == True" "end['how'] == 'exit'" "end['value'] == 0" \
+    "process['exe'].endswith('/alloc_basic')" "process['fork_child'] == False" "children == []"
+# Every line heaplens adds to stderr carries its prefix (the program writes nothing there).
+if [ -s "$D/stderr" ] && ! grep -qv '^==heaplens== ' "$D/stderr" && [ "$(tail -c1 "$D/stderr")" = "" ]; then
+    pass "alloc_basic: every stderr line is prefixed '==heaplens== '"
+else
+    fail "alloc_basic: stderr prefix" "unprefixed line: $(grep -m1 -v '^==heaplens== ' "$D/stderr")"
+fi
+if grep -q 'leak_via_malloc' "$D/stderr"; then pass "alloc_basic: text report names leak_via_malloc"; else fail "alloc_basic: text report" "leak_via_malloc not on stderr"; fi
+BASIC_TRACE=$T
+BASIC_JSON=$J
+# heaplens report re-reads the trace into the same report.
+report alloc_basic "$BASIC_TRACE" "$D/re.json"
+expect_status "alloc_basic report" 0 "$RST"
+same "alloc_basic: report == run" "$BASIC_JSON" "$D/re.json" process end scanned totals calls leaks leak_records errors
+if [ "$(grep '^==heaplens== ' "$D/report.stderr" | grep -c 'definitely lost')" = "$(grep -c 'definitely lost' "$D/stderr")" ] &&
+    grep -q leak_via_calloc "$D/report.stderr"; then
+    pass "alloc_basic: report prints the leak records again"
+else
+    fail "alloc_basic: report text" "$(grep -c 'definitely lost' "$D/report.stderr") 'definitely lost' lines vs $(grep -c 'definitely lost' "$D/stderr") from run"
+fi
+
+hl alloc_basic_depth1 -d 1 -- alloc_basic
+expect_status "alloc_basic -d 1" 0
+check "alloc_basic -d 1" "$J" "maxdepth() == 1" \
+    "rec('definite', 'leak_via_malloc') == {'bytes': 1001, 'blocks': 1, 'records': 1}" \
+    "records[0]['stack'][0]['function'] in ('leak_via_malloc', 'leak_via_calloc')"
+
+hl alloc_realloc -- alloc_realloc
+expect_status alloc_realloc 0
+# realloc(NULL, n) is an allocation only; each realloc of a block is one allocation + one free.
+check alloc_realloc "$J" \
+    "calls['realloc'] == 3" "calls['reallocarray'] == 2" "calls['malloc'] == 0" "calls['free'] == 0" \
+    "totals['allocations'] == 5" "totals['frees'] == 3" "totals['bytes_allocated'] == 1350" \
+    "totals['peak_heap_bytes'] == 1000" \
+    "ln('definite') == 2" "lb('definite') == 170" \
+    "rec('definite', 'realloc_shrink') == {'bytes': 10, 'blocks': 1, 'records': 1}" \
+    "rec('definite', 'reallocarray_grow') == {'bytes': 160, 'blocks': 1, 'records': 1}" \
+    "names('realloc_from_null') == []" "names('reallocarray_from_null') == []" \
+    "lb('reachable') == 0" "errors == []"
+
+hl alloc_aligned -- alloc_aligned
+expect_status alloc_aligned 0
+# pvalloc(105) is a whole page: the block is 4096 bytes.
+check alloc_aligned "$J" \
+    "calls['posix_memalign'] == 2" "calls['aligned_alloc'] == 2" "calls['memalign'] == 2" \
+    "calls['valloc'] == 2" "calls['pvalloc'] == 2" "calls['free'] == 5" "calls['malloc'] == 0" \
+    "totals['allocations'] == 10" "totals['frees'] == 5" "totals['bytes_allocated'] == 14540" \
+    "ln('definite') == 5" "lb('definite') == 4888" \
+    "rec('definite', 'leak_via_posix_memalign')['bytes'] == 201" \
+    "rec('definite', 'leak_via_aligned_alloc')['bytes'] == 384" \
+    "rec('definite', 'leak_via_memalign')['bytes'] == 103" \
+    "rec('definite', 'leak_via_valloc')['bytes'] == 104" \
+    "rec('definite', 'leak_via_pvalloc')['bytes'] == 4096" \
+    "names('posix_memalign_freed') == []" "names('pvalloc_freed') == []" \
+    "lb('reachable') == 0" "errors == []"
+
+hl alloc_mmap -- alloc_mmap
+expect_status alloc_mmap 0
+# mremap is recorded as a munmap of the old range plus an mmap of the new one.
+check alloc_mmap "$J" \
+    "calls['mmap'] == 5" "calls['munmap'] == 4" "totals['mmaps'] == 5" "totals['munmaps'] == 4" \
+    "totals['allocations'] == 0" "totals['frees'] == 0" "lb('definite') == 0" "errors == []"
+
+# ================================================================================================
+# C++
+# ================================================================================================
+hl cxx_new_delete -- cxx_new_delete
+expect_status cxx_new_delete 0
+# malloc: libstdc++ allocates its emergency exception pool with malloc at start-up (1 block,
+# still reachable); 0..1 so a libstdc++ without it passes too. The failed nothrow new[] is no call.
+check cxx_new_delete "$J" \
+    "calls['new'] == 10" "calls['new[]'] == 4" "calls['delete'] == 8" "calls['delete[]'] == 3" \
+    "calls['malloc'] in range(0, 2)" "calls['free'] == 0" \
+    "ln('definite') == 3" "lb('definite') == 336" \
+    "rec('definite', 'cxx_leak_plain_new') == {'bytes': 40, 'blocks': 1, 'records': 1}" \
+    "rec('definite', 'cxx_leak_new_array') == {'bytes': 104, 'blocks': 1, 'records': 1}" \
+    "rec('definite', 'cxx_leak_aligned') == {'bytes': 192, 'blocks': 1, 'records': 1}" \
+    "names('cxx_plain_pairs') == []" "names('cxx_aligned_pair') == []" "names('cxx_sized_pair') == []" \
+    "errors == []"
+
+hl cxx_containers -- cxx_containers
+expect_status cxx_containers 0
+# string: 101 + 201 B; vector<int>: capacities 1..128 = 8 blocks; map: 50 nodes of 40 B.
+check cxx_containers "$J" \
+    "calls['new'] == 60" "calls['delete'] == 60" "calls['new[]'] == 0" "calls['delete[]'] == 0" \
+    "calls['malloc'] in range(0, 2)" \
+    "lb('definite') == 0" "lb('indirect') == 0" "lb('possible') == 0" \
+    "names('strings_workload') == []" "names('vector_workload') == []" "names('map_workload') == []" \
+    "errors == []"
+
+hl cxx_exception -- cxx_exception
+expect_status cxx_exception 0
+# The C++ runtime mallocs and frees each exception object: malloc 3 (+1 for libstdc++'s
+# start-up emergency pool, see cxx_new_delete), free 3.
+check cxx_exception "$J" \
+    "calls['new'] == 9" "calls['delete'] == 9" "calls['new[]'] == 3" "calls['delete[]'] == 0" \
+    "calls['malloc'] in range(3, 5)" "calls['free'] == 3" \
+    "ln('definite') == 3" "lb('definite') == 231" \
+    "rec('definite', 'throwing_worker') == {'bytes': 231, 'blocks': 3, 'records': 1}" \
+    "lb('indirect') == 0" "errors == []"
+
+# ================================================================================================
+# Threads
+# ================================================================================================
+hl threads_alloc -- threads_alloc
+expect_status threads_alloc 0
+# calloc: glibc makes each new thread's DTV with calloc (0..4, reused stacks may keep theirs).
+check threads_alloc "$J" \
+    "calls['malloc'] == 37" "calls['free'] == 33" "calls['calloc'] in range(0, 5)" \
+    "totals['threads'] == 5" \
+    "ln('definite') == 4" "lb('definite') == 4006" \
+    "rec('definite', 'per_thread_leak') == {'bytes': 4006, 'blocks': 4, 'records': 1}" \
+    "names('worker_alloc_batch') == []" "errors == []"
+
+# ================================================================================================
+# fork, exec, dlopen
+# ================================================================================================
+hl fork_child -- fork_child
+expect_status fork_child 0
+PARENT_JSON=$J
+CHILD_PID=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$D/stdout")
+check fork_child "$PARENT_JSON" \
+    "rec('definite', 'parent_only_leak') == {'bytes': 200, 'blocks': 1, 'records': 1}" \
+    "names('child_only_leak') == []" "lb('definite') == 200" "process['fork_child'] == False" \
+    "len(children) == 1" "[c['pid'] for c in children] == [${CHILD_PID:-0}]"
+CHILD_TRACE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["children"][0]["trace"])' "$PARENT_JSON" 2>/dev/null)
+case "$CHILD_TRACE" in /*) ;; ?*) CHILD_TRACE=$D/$CHILD_TRACE ;; esac
+if [ -n "$CHILD_TRACE" ] && [ -s "$CHILD_TRACE" ]; then
+    pass "fork_child: the child's trace exists"
+    report fork_child "$CHILD_TRACE" "$D/child.json"
+    expect_status "fork_child: report of the child" 0 "$RST"
+    PARENT_PID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$PARENT_JSON" 2>/dev/null)
+    check "fork_child (child trace)" "$D/child.json" \
+        "process['fork_child'] == True" "process['pid'] == ${CHILD_PID:-0}" "process['ppid'] == ${PARENT_PID:-0}" \
+        "rec('definite', 'child_only_leak') == {'bytes': 300, 'blocks': 1, 'records': 1}" \
+        "names('parent_only_leak') == []" "lb('definite') == 300" "end['how'] == 'exit'" "end['value'] == 0"
+else
+    fail "fork_child: child trace" "no trace file for the child (children: '$CHILD_TRACE')"
+fi
+
+hl exec_follow --default-trace -- exec_parent
+expect_status "exec_parent" 7
+expect_stdout "exec_parent" "exec_parent: exec
+exec_target running"
+# The JSON describes the last image of the root pid: exec_target.
+check "exec_parent" "$J" \
+    "process['exe'].endswith('/exec_target')" "end['how'] == 'exit'" "end['value'] == 7" \
+    "rec('definite', 'exec_target_leak') == {'bytes': 222, 'blocks': 1, 'records': 1}" \
+    "names('exec_parent_leak') == []" "lb('definite') == 222"
+n=$(find "$D" -maxdepth 1 -name '*.hl' | wc -l)
+if [ "$n" = 2 ]; then pass "exec_parent: one trace per image"; else fail "exec_parent: traces" "expected 2 .hl files (one per image), got $n"; fi
+
+hl exec_nofollow --default-trace --no-follow -- exec_parent
+expect_status "exec_parent --no-follow" 7
+check "exec_parent --no-follow" "$J" \
+    "process['exe'].endswith('/exec_parent')" "end['how'] == 'exec'" "names('exec_target_leak') == []"
+n=$(find "$D" -maxdepth 1 -name '*.hl' | wc -l)
+if [ "$n" = 1 ]; then pass "exec_parent --no-follow: one trace"; else fail "exec_parent --no-follow: traces" "expected 1 .hl file, got $n"; fi
+
+hl dlopen_plugin -- dlopen_plugin
+expect_status dlopen_plugin 0
+# ld.so's own allocations for dlopen are released by dlclose or stay reachable from ld.so.
+check dlopen_plugin "$J" \
+    "rec('definite', 'plugin_leak_buffer') == {'bytes': 777, 'blocks': 1, 'records': 1}" \
+    "frame('definite', 'plugin_leak_buffer')['file'].endswith('plugin.c')" \
+    "frame('definite', 'plugin_leak_buffer')['line'] > 0" \
+    "lb('definite') == 777" "names('plugin_roundtrip') == []" "errors == []"
+
+# ================================================================================================
+# Every way out
+# ================================================================================================
+hl exit_return -- exit_return
+expect_status exit_return 3
+check exit_return "$J" "end['how'] == 'exit'" "end['value'] == 3" "scanned == True" \
+    "rec('definite', 'leak_before_return') == {'bytes': 100, 'blocks': 1, 'records': 1}" "lb('definite') == 100"
+
+hl exit_exit -- exit_exit
+expect_status exit_exit 4
+check exit_exit "$J" "end['how'] == 'exit'" "end['value'] == 4" "scanned == True" \
+    "rec('definite', 'leak_before_exit') == {'bytes': 200, 'blocks': 1, 'records': 1}" "lb('definite') == 200"
+
+hl exit_underscore -- exit_underscore
+expect_status exit_underscore 5
+check exit_underscore "$J" "end['how'] == 'exit'" "end['value'] == 5" "scanned == True" \
+    "rec('definite', 'leak_before_underscore_exit') == {'bytes': 300, 'blocks': 1, 'records': 1}" \
+    "lb('definite') == 300"
+
+hl exit_abort -- exit_abort
+expect_status exit_abort 134
+check exit_abort "$J" "end['how'] == 'signal'" "end['value'] == 6" "scanned == True" \
+    "rec('definite', 'leak_before_abort') == {'bytes': 400, 'blocks': 1, 'records': 1}" "lb('definite') == 400"
+
+hl exit_segv -- exit_segv
+expect_status exit_segv 139
+check exit_segv "$J" "end['how'] == 'signal'" "end['value'] == 11" "scanned == True" \
+    "rec('definite', 'leak_before_segv') == {'bytes': 500, 'blocks': 1, 'records': 1}" "lb('definite') == 500"
+
+hl exit_sigkill -- exit_sigkill
+expect_status exit_sigkill 137
+check exit_sigkill "$J" "end['how'] == 'unknown'" "scanned == False"
+report exit_sigkill "$T" "$D/re.json"
+expect_status "exit_sigkill: report of the cut trace" 0 "$RST"
+# The program sleeps 300 ms before SIGKILL, ample time for the agent's writer (it drains every
+# few ms) to have put the 20 allocations in the trace; they were never scanned.
+check "exit_sigkill (report)" "$D/re.json" "end['how'] == 'unknown'" "scanned == False" \
+    "totals['allocations'] == 20" "ln('unscanned') == 20" "lb('unscanned') == 12000" "lb('definite') == 0"
+
+# ================================================================================================
+# Heap errors: each reported, and the program carries on to a normal exit
+# ================================================================================================
+hl err_double_free -- err_double_free
+expect_status err_double_free 0
+expect_stdout err_double_free "err_double_free survived"
+check err_double_free "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
+    "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0"
+
+hl err_free_stack -- err_free_stack
+expect_status err_free_stack 0
+expect_stdout err_free_stack "err_free_stack survived"
+check err_free_stack "$J" "error_kinds() == ['invalid_free']" "errs('invalid_free', 'free_stack_address') == 1"
+
+hl err_free_interior -- err_free_interior
+expect_status err_free_interior 0
+expect_stdout err_free_interior "err_free_interior survived"
+check err_free_interior "$J" "error_kinds() == ['invalid_free']" \
+    "errs('invalid_free', 'free_interior_pointer') == 1" \
+    "totals['allocations'] == 1" "totals['frees'] == 1" "lb('definite') == 0"
+
+hl err_mismatch -- err_mismatch
+expect_status err_mismatch 0
+expect_stdout err_mismatch "err_mismatch survived"
+check err_mismatch "$J" "error_kinds() == ['mismatched_free'] * 3" \
+    "errs('mismatched_free', 'new_then_free') == 1" "errs_alloc('mismatched_free', 'alloc_with_new') == 1" \
+    "errs('mismatched_free', 'malloc_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_malloc') == 1" \
+    "errs('mismatched_free', 'newarray_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_new_array') == 1" \
+    "errs(None, 'correct_pair') == 0" "lb('definite') == 0"
+
+hl err_overflow -- err_overflow
+expect_status err_overflow 0
+expect_stdout err_overflow "err_overflow survived"
+# One overflow found when the block is freed (stack: the free), one at exit (block still live).
+check err_overflow "$J" "error_kinds() == ['overflow', 'overflow']" \
+    "errs('overflow', 'release_overflowed') == 1" "errs_alloc('overflow', 'overflow_then_free') == 1" \
+    "errs_alloc('overflow', 'overflow_kept') == 1" "errs_alloc('overflow', 'write_in_bounds') == 0"
+
+hl err_overflow_noguard --guard=0 -- err_overflow
+expect_status "err_overflow --guard=0" 0
+check "err_overflow --guard=0" "$J" "errors == []"
+
+hl err_realloc_freed -- err_realloc_freed
+expect_status err_realloc_freed 0
+expect_stdout err_realloc_freed "err_realloc_freed survived"
+check err_realloc_freed "$J" "error_kinds() == ['realloc_freed']" \
+    "errs('realloc_freed', 'realloc_after_free') == 1" "errs_alloc('realloc_freed', 'alloc_for_realloc') == 1"
+
+# ================================================================================================
+# Reachability (memcheck's definitions)
+# ================================================================================================
+hl reach_global -- reach_global
+expect_status reach_global 0
+check reach_global "$J" \
+    "rec('reachable', 'make_global_block') == {'bytes': 123, 'blocks': 1, 'records': 1}" \
+    "rec('reachable', 'make_chain_tail') == {'bytes': 77, 'blocks': 1, 'records': 1}" \
+    "ln('reachable') == 3" "lb('reachable') == 240" \
+    "rec('definite', 'leak_unreachable') == {'bytes': 99, 'blocks': 1, 'records': 1}" \
+    "lb('definite') == 99" "lb('indirect') == 0" "lb('possible') == 0"
+
+hl reach_list -- reach_list
+expect_status reach_list 0
+check reach_list "$J" "ln('definite') == 1" "lb('definite') == 32" "ln('indirect') == 9" "lb('indirect') == 288" \
+    "rec('definite', 'build_lost_list')['bytes'] == 32" "rec('indirect', 'build_lost_list')['blocks'] == 9" \
+    "lb('reachable') == 0"
+
+hl reach_cycle -- reach_cycle
+expect_status reach_cycle 0
+check reach_cycle "$J" "ln('definite') == 1" "lb('definite') == 48" "ln('indirect') == 2" "lb('indirect') == 96" \
+    "rec('definite', 'build_lost_cycle')['blocks'] == 1" "rec('indirect', 'build_lost_cycle')['blocks'] == 2"
+
+hl reach_interior -- reach_interior
+expect_status reach_interior 0
+check reach_interior "$J" \
+    "rec('possible', 'make_interior_only') == {'bytes': 64, 'blocks': 1, 'records': 1}" \
+    "rec('reachable', 'make_start_pointer') == {'bytes': 32, 'blocks': 1, 'records': 1}" \
+    "lb('possible') == 64" "lb('definite') == 0" "lb('indirect') == 0"
+
+hl reach_tls -- reach_tls
+expect_status reach_tls 0
+# calloc'ed DTV of the worker thread (glibc) is reachable too; only the program's blocks are named.
+check reach_tls "$J" \
+    "rec('reachable', 'store_in_main_tls') == {'bytes': 321, 'blocks': 1, 'records': 1}" \
+    "rec('reachable', 'store_in_worker_tls') == {'bytes': 654, 'blocks': 1, 'records': 1}" \
+    "lb('definite') == 0" "lb('possible') == 0"
+
+hl reach_thread_stack -- reach_thread_stack
+expect_status reach_thread_stack 0
+check reach_thread_stack "$J" \
+    "rec('reachable', 'thread_stack_holder') == {'bytes': 555, 'blocks': 1, 'records': 1}" \
+    "lb('definite') == 0" "lb('possible') == 0"
+
+# ================================================================================================
+# Fortran
+# ================================================================================================
+hl fortran_alloc -- fortran_alloc
+expect_status fortran_alloc 0
+expect_stdout fortran_alloc "fortran_alloc done"
+# libgfortran mallocs/callocs its unit tables at start-up and keeps them: malloc >= 11 (10 in
+# churn + 1 in keep_forever); it frees nothing of its own here, so free is exactly churn's 10.
+check fortran_alloc "$J" \
+    "calls['malloc'] >= 11" "calls['free'] == 10" \
+    "rec('reachable', 'keep_forever') == {'bytes': 4936, 'blocks': 1, 'records': 1}" \
+    "names('churn') == []" "lb('definite') == 0" "errors == []"
+
+# ================================================================================================
+# The program's own output is untouched
+# ================================================================================================
+N=$WORK/native
+mkdir -p "$N"
+(cd "$N" && timeout "$TIMEOUT" "$PROGS/output_heavy" >"$N/stdout" 2>"$N/stderr" </dev/null)
+NST=$?
+hl output_heavy -- output_heavy
+expect_status output_heavy "$NST"
+if cmp -s "$N/stdout" "$D/stdout"; then pass "output_heavy: stdout identical to native ($(wc -c <"$N/stdout") bytes)"; else fail "output_heavy: stdout" "differs from native: $(cmp "$N/stdout" "$D/stdout" 2>&1 | head -1)"; fi
+grep -v '^==heaplens== ' "$D/stderr" >"$D/stderr.program"
+if cmp -s "$N/stderr" "$D/stderr.program"; then pass "output_heavy: stderr identical to native plus the report"; else fail "output_heavy: stderr" "differs from native: $(cmp "$N/stderr" "$D/stderr.program" 2>&1 | head -1)"; fi
+check output_heavy "$J" "calls['malloc'] >= 20000" "names('make_line') == []"
+hl output_heavy_q -q -- output_heavy
+expect_status "output_heavy -q" "$NST"
+if cmp -s "$N/stdout" "$D/stdout"; then pass "output_heavy -q: stdout identical"; else fail "output_heavy -q: stdout" "$(cmp "$N/stdout" "$D/stdout" 2>&1 | head -1)"; fi
+if cmp -s "$N/stderr" "$D/stderr"; then pass "output_heavy -q: stderr identical"; else fail "output_heavy -q: stderr" "$(cmp "$N/stderr" "$D/stderr" 2>&1 | head -1)"; fi
+
+# ================================================================================================
+# Options
+# ================================================================================================
+hl quiet -q -- alloc_basic
+expect_status "-q" 0
+if [ ! -s "$D/stderr" ]; then pass "-q: nothing on stderr"; else fail "-q: stderr" "$(wc -l <"$D/stderr") line(s): $(head -1 "$D/stderr")"; fi
+check "-q" "$J" "lb('definite') == 1078"
+
+hl errexit_leak --error-exitcode=42 -- alloc_basic
+expect_status "--error-exitcode=42 (definite leak)" 42
+hl errexit_indirect --error-exitcode=42 -- reach_list
+expect_status "--error-exitcode=42 (lost list)" 42
+hl errexit_error --error-exitcode=42 -- err_mismatch
+expect_status "--error-exitcode=42 (heap error, no leak)" 42
+hl errexit_clean --error-exitcode=42 -- cxx_containers
+expect_status "--error-exitcode=42 (nothing lost)" 0
+hl errexit_possible --error-exitcode=42 -- reach_interior
+expect_status "--error-exitcode=42 (possibly lost and reachable only)" 0
+hl errexit_own --error-exitcode=42 -- exit_underscore
+expect_status "--error-exitcode=42 (leak, program exits 5)" 42
+
+SUPP=$WORK/supp.txt
+printf '# heaplens integration test\nleak:leak_before_ret*\n' >"$SUPP"
+hl suppress --suppressions="$SUPP" --error-exitcode=42 -- exit_return
+expect_status "--suppressions (all leaks suppressed)" 3
+check "--suppressions" "$J" "lb('definite') == 0" "names('leak_before_return') == []"
+printf 'leak:no_such_function_anywhere\n' >"$WORK/supp2.txt"
+hl suppress_other --suppressions="$WORK/supp2.txt" --error-exitcode=42 -- exit_return
+expect_status "--suppressions (unrelated pattern)" 42
+
+hl kinds_definite --show-leak-kinds=definite -- reach_global
+expect_status "--show-leak-kinds=definite" 0
+if grep -q leak_unreachable "$D/stderr" && ! grep -q make_global_block "$D/stderr"; then
+    pass "--show-leak-kinds=definite: only the definite record printed"
+else
+    fail "--show-leak-kinds=definite" "leak_unreachable printed: $(grep -c leak_unreachable "$D/stderr"), make_global_block printed: $(grep -c make_global_block "$D/stderr")"
+fi
+hl kinds_all --show-leak-kinds=all -- reach_global
+if grep -q leak_unreachable "$D/stderr" && grep -q make_global_block "$D/stderr" && grep -q make_chain_tail "$D/stderr"; then
+    pass "--show-leak-kinds=all: reachable records printed"
+else
+    fail "--show-leak-kinds=all" "make_global_block printed: $(grep -c make_global_block "$D/stderr")"
+fi
+
+# ================================================================================================
+# Bad input: one "heaplens:" line, a non-zero status, no crash
+# ================================================================================================
+bad_input "run: missing program" "$HL" run -- "$WORK/no-such-program"
+printf 'this is a text file, not a program\n' >"$WORK/not-elf"
+chmod +x "$WORK/not-elf"
+bad_input "run: executable text file" "$HL" run -- "$WORK/not-elf"
+mkdir -p "$WORK/static"
+printf '#include <stdlib.h>\nint main(void) { return malloc(10) == 0; }\n' >"$WORK/static/s.c"
+if gcc -static -o "$WORK/static/s" "$WORK/static/s.c" 2>/dev/null; then
+    bad_input "run: static binary" "$HL" run -- "$WORK/static/s"
+else
+    skip "run: static binary" "gcc -static failed (no libc.a?)"
+fi
+bad_input "run: unwritable trace path" "$HL" run -o /nonexistent/dir/x.hl -- "$PROGS/alloc_basic"
+SIZE=$(stat -c %s "$BASIC_TRACE" 2>/dev/null || echo 0)
+head -c $((SIZE / 2)) "$BASIC_TRACE" >"$WORK/half.hl"
+bad_input "report: truncated trace ($((SIZE / 2)) of $SIZE bytes)" "$HL" report "$WORK/half.hl"
+printf 'GARBAGE\0\1\2\3 this is not a heaplens trace at all %.0s' 1 2 3 4 5 6 7 8 >"$WORK/garbage.hl"
+bad_input "report: garbage file" "$HL" report "$WORK/garbage.hl"
+: >"$WORK/empty.hl"
+bad_input "report: empty file" "$HL" report "$WORK/empty.hl"
+bad_input "report: missing file" "$HL" report "$WORK/no-such-trace.hl"
+
+if [ "$FAILED" -eq 0 ]; then
+    rm -rf "$WORK"
+else
+    echo "# outputs of every case kept in $WORK"
+fi
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
