@@ -67,7 +67,7 @@ $(BUILD)/programs/libplugin.so: tests/programs/plugin.c
 	$(CC) -O2 -g -fPIC -shared -o $@ $<
 
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
-	@tests/run_units.sh $(BUILD)/tests $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done
 
 integration: all $(PROGRAMS) ## integration tests under the agent
 	@tests/integration/run.sh $(BUILD)
@@ -76,7 +76,7 @@ check: all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test;
 	@tests/check.sh $(BUILD) $(UNIT_TESTS)
 
 demo: ## install what is missing, build, run heaplens on a leaking example
-	@tests/../examples/demo.sh
+	@examples/demo.sh
 
 deps: ## install the Debian packages the build needs
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

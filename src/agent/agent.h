@@ -250,7 +250,7 @@ void record_internal_free(void* p);
 // do not call the allocator; -1 = tracing off.
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old);
 void record_realloc_undo(const hl_block_t* old);
-void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size);
+void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn);
 
 // ---------------------------------------------------------------------------------------------
 // hooks.c: the shared bodies, also used by the C++ operators.

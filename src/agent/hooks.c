@@ -202,7 +202,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
     if (size == 0) {
         // The allocator decides what realloc(p, 0) means (glibc frees); ask it unpadded.
         q = hl_real.realloc(p, 0);
-        record_realloc_done(t, &old, NULL, 0);
+        record_realloc_done(t, &old, NULL, 0, fn);
         if (q)
             record_alloc_guarded(t, q, 0, fn, 0);
     } else {
@@ -210,7 +210,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         if (!q)
             record_realloc_undo(&old);
         else
-            record_realloc_done(t, &old, q, size);
+            record_realloc_done(t, &old, q, size, fn);
     }
     t->busy = 0;
     return q;

@@ -109,11 +109,11 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
 
 void record_realloc_undo(const hl_block_t* old) { live_insert(old); }
 
-void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size) {
+void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn) {
     if (!old->is_internal)
-        push_free(t, old, HL_FN_REALLOC);
+        push_free(t, old, fn);
     if (q)
-        record_alloc(t, q, size, HL_FN_REALLOC);
+        record_alloc(t, q, size, fn);
 }
 
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {

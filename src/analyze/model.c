@@ -229,7 +229,7 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
 
 static void on_free(model_t* m, const rd_record_t* r) {
     m->frees++;
-    if (r->u[3] < HL_FN_COUNT && r->u[3] != HL_FN_REALLOC)
+    if (r->u[3] < HL_FN_COUNT && r->u[3] != HL_FN_REALLOC && r->u[3] != HL_FN_REALLOCARRAY)
         m->calls[r->u[3]]++;
     uint64_t key = block_key(r->u[1], r->u[2]);
     md_block_t* b = block_find(m, key);
@@ -346,6 +346,7 @@ static int on_record(const rd_record_t* r, void* arg) {
                 m->mods[i].is_alive = 0;
         break;
     case REC_THREAD:
+        m->threads_seen++;
         break;
     case REC_STACK:
         on_stack(m, r);

@@ -91,6 +91,7 @@ typedef struct model_s {
     uint64_t* thread_allocs; // ALLOC count per thread index, for block ids
     uint32_t* thread_tids;
     size_t nthreads;
+    uint64_t threads_seen; // threads that allocated or released anything
     // live blocks, by id
     md_block_t* blocks;
     size_t blocks_cap, blocks_used;

@@ -63,11 +63,10 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fprintf(out, "  \"end\": {\"how\": \"%s\", \"value\": %llu, \"time_ns\": %lld",
             end_how(m), (unsigned long long)m->end_value,
             (long long)(m->has_end ? m->end_time_ns : m->last_time_ns));
-    if (o->exit_status >= 0)
-        fprintf(out, ", \"exit_status\": %d", o->exit_status);
-    if (o->exit_signal)
-        fprintf(out, ", \"signal\": %d", o->exit_signal);
     fputs("},\n", out);
+    if (o->exit_status >= 0 || o->exit_signal)
+        fprintf(out, "  \"exit\": {\"status\": %d, \"signal\": %d},\n", o->exit_status,
+                o->exit_signal);
     fprintf(out, "  \"scanned\": %s,\n", m->is_scanned ? "true" : "false");
     fprintf(out, "  \"trace_complete\": %s,\n",
             m->read.is_truncated || m->read.is_corrupt ? "false" : "true");
@@ -82,7 +81,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
             (unsigned long long)m->heap_bytes, (unsigned long long)m->heap_blocks,
             (unsigned long long)m->mmaps, (unsigned long long)m->munmaps,
             (unsigned long long)m->mapped_peak, (unsigned long long)m->rss_peak,
-            m->nthreads ? m->nthreads - 1 : 0);
+            (size_t)m->threads_seen);
     fputs("  \"calls\": {", out);
     for (int f = 1, first = 1; f < HL_FN_COUNT; f++) {
         if (f == HL_FN_MREMAP)

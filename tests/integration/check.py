@@ -3,7 +3,8 @@
 # check.py - assertions on a heaplens JSON report, one PASS/FAIL line each.
 #
 #   check.py CASE REPORT.json 'EXPR' ['EXPR' ...]
-#   check.py --same CASE A.json B.json KEY [KEY ...]   one line: the KEYs of both reports agree
+#   check.py --same CASE A.json B.json KEY [KEY ...]   one line: the KEYs (dotted paths: end.how)
+#                                                      of both reports agree
 #
 # Each EXPR is a Python expression, normally one comparison ("calls['malloc'] == 11"); on
 # failure the line shows the value the left side had. Names available to an EXPR:
@@ -153,10 +154,15 @@ def same(case, a, b, keys):
     except (OSError, ValueError) as e:
         print("FAIL %s: cannot read both reports: %s" % (case, e))
         return 1
-    diff = [k for k in keys if ja.get(k) != jb.get(k)]
+    def get(j, key):  # "end.how": a dotted path
+        for part in key.split("."):
+            j = j.get(part) if isinstance(j, dict) else None
+        return j
+
+    diff = [k for k in keys if get(ja, k) != get(jb, k)]
     if diff:
         k = diff[0]
-        print("FAIL %s: %s differs: %s vs %s" % (case, ",".join(diff), short(ja.get(k)), short(jb.get(k))))
+        print("FAIL %s: %s differs: %s vs %s" % (case, ",".join(diff), short(get(ja, k)), short(get(jb, k))))
         return 1
     print("PASS %s" % case)
     return 0

@@ -63,8 +63,9 @@ hl() {
     shift
     local prog=$1
     shift
-    (cd "$D" && exec timeout -k 5 "$TIMEOUT" "$HL" run --json "$J" "${opts[@]}" -- "$PROGS/$prog" "$@" \
-        >"$D/stdout" 2>"$D/stderr" </dev/null)
+    # The outer redirection keeps bash's own "Segmentation fault" job notices off the output.
+    { (cd "$D" && exec timeout -k 5 "$TIMEOUT" "$HL" run --json "$J" "${opts[@]}" -- "$PROGS/$prog" "$@" \
+        >"$D/stdout" 2>"$D/stderr" </dev/null); } 2>/dev/null
     ST=$?
 }
 
@@ -162,7 +163,8 @@ BASIC_JSON=$J
 # heaplens report re-reads the trace into the same report.
 report alloc_basic "$BASIC_TRACE" "$D/re.json"
 expect_status "alloc_basic report" 0 "$RST"
-same "alloc_basic: report == run" "$BASIC_JSON" "$D/re.json" process end scanned totals calls leaks leak_records errors
+# (end.exit_status is the run's own observation of the process; the trace cannot know it.)
+same "alloc_basic: report == run" "$BASIC_JSON" "$D/re.json" process end.how end.value scanned totals calls leaks leak_records errors
 if [ "$(grep '^==heaplens== ' "$D/report.stderr" | grep -c 'definitely lost')" = "$(grep -c 'definitely lost' "$D/stderr")" ] &&
     grep -q leak_via_calloc "$D/report.stderr"; then
     pass "alloc_basic: report prints the leak records again"
@@ -381,7 +383,7 @@ hl err_mismatch -- err_mismatch
 expect_status err_mismatch 0
 expect_stdout err_mismatch "err_mismatch survived"
 check err_mismatch "$J" "error_kinds() == ['mismatched_free'] * 3" \
-    "errs('mismatched_free', 'new_then_free') == 1" "errs_alloc('mismatched_free', 'alloc_with_new') == 1" \
+    "errs('mismatched_free', 'new_then_free') == 1" "errs_alloc('mismatched_free', 'alloc_with_plain_new') == 1" \
     "errs('mismatched_free', 'malloc_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_malloc') == 1" \
     "errs('mismatched_free', 'newarray_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_new_array') == 1" \
     "errs(None, 'correct_pair') == 0" "lb('definite') == 0"
@@ -432,21 +434,24 @@ expect_status reach_interior 0
 check reach_interior "$J" \
     "rec('possible', 'make_interior_only') == {'bytes': 64, 'blocks': 1, 'records': 1}" \
     "rec('reachable', 'make_start_pointer') == {'bytes': 32, 'blocks': 1, 'records': 1}" \
+    "rec('reachable', 'make_newarray_like') == {'bytes': 72, 'blocks': 1, 'records': 1}" \
     "lb('possible') == 64" "lb('definite') == 0" "lb('indirect') == 0"
 
 hl reach_tls -- reach_tls
 expect_status reach_tls 0
-# calloc'ed DTV of the worker thread (glibc) is reachable too; only the program's blocks are named.
+# The worker's DTV, calloc'ed by glibc in pthread_create, is known only through a pointer to its
+# second word: possibly lost, exactly as memcheck says. Every other possibly lost byte would be
+# a mistake.
 check reach_tls "$J" \
     "rec('reachable', 'store_in_main_tls') == {'bytes': 321, 'blocks': 1, 'records': 1}" \
     "rec('reachable', 'store_in_worker_tls') == {'bytes': 654, 'blocks': 1, 'records': 1}" \
-    "lb('definite') == 0" "lb('possible') == 0"
+    "lb('definite') == 0" "lb('possible') == rec('possible', 'allocate_dtv')['bytes']"
 
 hl reach_thread_stack -- reach_thread_stack
 expect_status reach_thread_stack 0
 check reach_thread_stack "$J" \
     "rec('reachable', 'thread_stack_holder') == {'bytes': 555, 'blocks': 1, 'records': 1}" \
-    "lb('definite') == 0" "lb('possible') == 0"
+    "lb('definite') == 0" "lb('possible') == rec('possible', 'allocate_dtv')['bytes']"
 
 # ================================================================================================
 # Fortran

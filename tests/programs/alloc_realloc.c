@@ -13,7 +13,8 @@
 #include "common.h"
 
 NOINLINE static char* realloc_from_null(void) {
-    char* p = realloc(NULL, 100);
+    char* volatile nothing = NULL; // volatile: gcc would turn realloc(NULL, n) into malloc(n)
+    char* p = realloc(nothing, 100);
     for (int i = 0; i < 100; i++)
         p[i] = (char)i;
     return p;
@@ -35,7 +36,8 @@ NOINLINE static int realloc_shrink(char* p) {
 }
 
 NOINLINE static long* reallocarray_from_null(void) {
-    long* p = reallocarray(NULL, 10, 8);
+    long* volatile nothing = NULL;
+    long* p = reallocarray(nothing, 10, 8);
     for (int i = 0; i < 10; i++)
         p[i] = i * 3;
     return p;

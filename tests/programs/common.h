@@ -21,6 +21,10 @@
 // The block escapes as far as the compiler knows (no store anywhere).
 static inline void keep(const void* p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
+// Placed after a call, keeps it from being compiled as a tail call (a jump that would leave the
+// calling function's frame out of every backtrace).
+#define NO_TAIL_CALL() __asm__ volatile("" : : : "memory")
+
 static inline void say(const char* s) {
     size_t n = strlen(s);
     while (n > 0) {

@@ -9,8 +9,14 @@ NOINLINE static char* alloc_for_double_free(void) {
     p[0] = 1;
     return p;
 }
-NOINLINE static void free_it_once(char* p) { free(p); }
-NOINLINE static void free_it_again(char* p) { free(p); }
+NOINLINE static void free_it_once(char* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
+NOINLINE static void free_it_again(char* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
 
 int main(void) {
     char* p = alloc_for_double_free();

@@ -12,8 +12,12 @@ NOINLINE static char* alloc_for_interior(void) {
 NOINLINE static void free_interior_pointer(char* p) {
     char* volatile inside = p + 16; // volatile: hides the mistake from -Wfree-nonheap-object
     free(inside);
+    NO_TAIL_CALL();
 }
-NOINLINE static void free_properly(char* p) { free(p); }
+NOINLINE static void free_properly(char* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
 
 int main(void) {
     char* p = alloc_for_interior();

@@ -9,6 +9,7 @@ NOINLINE static void free_stack_address(void) {
     keep(local);
     void* volatile alias = local; // hides the mistake from -Wfree-nonheap-object
     free(alias);
+    NO_TAIL_CALL();
 }
 
 int main(void) {

@@ -9,12 +9,25 @@
 
 #include "common.h"
 
-NOINLINE static int* alloc_with_new() { return new int(5); }
-NOINLINE static void new_then_free(int* p) { std::free(p); }
-NOINLINE static void* alloc_with_malloc() { return std::malloc(24); }
-NOINLINE static void malloc_then_delete(void* p) { delete static_cast<int*>(p); }
+NOINLINE static int* alloc_with_plain_new() { return new int(5); }
+NOINLINE static void new_then_free(int* p) {
+    std::free(p);
+    NO_TAIL_CALL();
+}
+NOINLINE static void* alloc_with_malloc() {
+    void* p = std::malloc(24);
+    NO_TAIL_CALL();
+    return p;
+}
+NOINLINE static void malloc_then_delete(void* p) {
+    delete static_cast<int*>(p);
+    NO_TAIL_CALL();
+}
 NOINLINE static int* alloc_with_new_array() { return new int[10](); }
-NOINLINE static void newarray_then_delete(int* p) { delete p; }
+NOINLINE static void newarray_then_delete(int* p) {
+    delete p;
+    NO_TAIL_CALL();
+}
 NOINLINE static void correct_pair() {
     int* p = new int(7);
     keep(p);
@@ -22,7 +35,7 @@ NOINLINE static void correct_pair() {
 }
 
 int main() {
-    new_then_free(alloc_with_new());
+    new_then_free(alloc_with_plain_new());
     malloc_then_delete(alloc_with_malloc());
     newarray_then_delete(alloc_with_new_array());
     correct_pair();

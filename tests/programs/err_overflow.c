@@ -16,7 +16,10 @@ NOINLINE static char* overflow_then_free(void) {
     p[n] = 'x'; // one past the end
     return p;
 }
-NOINLINE static void release_overflowed(char* p) { free(p); }
+NOINLINE static void release_overflowed(char* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
 NOINLINE static void overflow_kept(void) {
     char* p = malloc(20);
     volatile int n = 20;

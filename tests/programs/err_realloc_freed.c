@@ -9,8 +9,15 @@ NOINLINE static char* alloc_for_realloc(void) {
     p[0] = 1;
     return p;
 }
-NOINLINE static void release_first(char* p) { free(p); }
-NOINLINE static void* realloc_after_free(char* p) { return realloc(p, 96); }
+NOINLINE static void release_first(char* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
+NOINLINE static void* realloc_after_free(char* p) {
+    void* q = realloc(p, 96);
+    NO_TAIL_CALL();
+    return q;
+}
 
 int main(void) {
     char* p = alloc_for_realloc();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every test heaplens has: unit tests, integration tests of real programs under the agent, and
+# the shared acceptance cases (memcheck's verdicts as oracle) when ../shared sits beside the
+# clone. Prints each suite's own lines, then one total: "N passed, N failed".
+#   tests/check.sh BUILD_DIR UNIT_TEST...
+set -u
+BUILD="$1"; shift
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pass=0; fail=0
+
+tally() { # the last "N passed, N failed" line of a suite's output, or one failure
+    local out="$1" name="$2" line
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
+    if [[ -z "$line" ]]; then
+        echo "FAIL $name: no result line"; fail=$((fail + 1)); return
+    fi
+    pass=$((pass + $(echo "$line" | awk '{print $1}')))
+    fail=$((fail + $(echo "$line" | awk '{print $3}')))
+}
+
+for t in "$@"; do
+    echo "== unit: $t"
+    out=$("$BUILD/tests/$t" 2>&1); echo "$out" | grep -v '^PASS'
+    tally "$out" "$t"
+done
+
+echo "== integration"
+out=$("$ROOT/tests/integration/run.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" integration
+
+ACC="$ROOT/../shared/acceptance/run.sh"
+if [[ -x "$ACC" ]]; then
+    echo "== acceptance ($ACC)"
+    out=$(HEAPLENS="$(cd "$BUILD" && pwd)/heaplens" "$ACC" 2>&1); echo "$out" | grep -v '^PASS'
+    tally "$out" acceptance
+else
+    echo "== acceptance: ../shared/acceptance not present, skipped"
+fi
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
