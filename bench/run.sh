@@ -179,6 +179,7 @@ analyze() { # WORKLOAD ROUND: heaptrack_print and heaplens report on this round'
 }
 
 start=$(date +%s)
+load0=$(cut -d' ' -f1 /proc/loadavg)
 log "bench: $(echo $workloads | wc -w) workloads x $rounds round(s); heaplens -d $depth; limits ${vmem} MiB virtual, ${timeout}s per command"
 [ -x "$heaplens" ] || log "bench: $heaplens missing - heaplens cells will read failed"
 for w in $workloads; do
@@ -198,5 +199,6 @@ for w in $workloads; do
     done
 done
 elapsed=$(($(date +%s) - start))
+load1=$(cut -d' ' -f1 /proc/loadavg)
 python3 "$here/summarize.py" "$raw" "$root/bench/results/latest.md" \
-    "rounds=$rounds depth=$depth vmem_mb=$vmem timeout=$timeout elapsed=$elapsed quick=$quick"
+    "rounds=$rounds depth=$depth vmem_mb=$vmem timeout=$timeout elapsed=$elapsed quick=$quick load0=$load0 load1=$load1"

@@ -96,6 +96,7 @@ def acell(w, tool, what):
 
 
 rows = []  # summary rows for the markdown table
+mrows = []  # memory / trace / analysis rows
 text_out, md_out = [], []
 for w in order:
     S = {t: summary(w, t) for t in TOOLS}
@@ -136,6 +137,25 @@ for w in order:
                  over(hl) if S["heaplens"]["n"] else "-", over(ht) if S["heaptrack"]["n"] else "-",
                  an_ratio))
 
+    def mem(tool):
+        s = S[tool]
+        return kb(s["maxrss"]) if s["n"] else "failed"
+
+    def tsize(tool):
+        s = S[tool]
+        return size(s["trace"]) if s["n"] else "failed"
+
+    def an(tool):
+        a = analysis.get((w, tool))
+        if a is None:
+            return "not run"
+        if "fail" in a:
+            return "failed (%s)" % short(a["fail"])
+        return "%s / %s" % (secs(float(a["wall"])), kb(int(a["maxrss_kb"])))
+
+    mrows.append((w, mem("native"), mem("heaptrack"), mem("heaplens"), tsize("heaptrack"),
+                  tsize("heaplens"), an("heaptrack"), an("heaplens")))
+
     # Per-workload detail table.
     head = ["tool", "wall median", "x native", "overhead/alloc", "peak RSS (largest proc)",
             "peak RSS (tree sum)", "trace size", "analysis time", "analysis peak RSS"]
@@ -175,6 +195,9 @@ for w in order:
 
 shead = ["workload", "alloc calls", "heaplens/native", "heaptrack/native", "heaplens/heaptrack",
          "heaplens ns/alloc", "heaptrack ns/alloc", "report/print time"]
+mhead = ["workload", "peak RSS native", "peak RSS heaptrack (incl. interpret)", "peak RSS heaplens",
+         "trace heaptrack (.zst)", "trace heaplens (.hl)", "heaptrack_print time / peak RSS",
+         "heaplens report time / peak RSS"]
 notes = """Notes:
 - Ratios are of median wall times over %(rounds)s round(s); tools ran in alternation, order rotated each round.
 - overhead/alloc = (tool median - native median) / allocation calls (as counted by heaptrack_print, else heaplens); wall time, so for churn_deep2 (2 threads, 1M pairs each) it is per allocation across both threads.
@@ -182,7 +205,8 @@ notes = """Notes:
 - heaplens runs with its defaults otherwise (guard bytes, leak scan at exit, 10 ms sampling); heaptrack_print with its defaults.
 - Peak RSS (largest proc) = getrusage(RUSAGE_CHILDREN).ru_maxrss: the largest single process in the measured tree. For heaptrack the tree holds the heaptrack shell script, the traced program and heaptrack_interpret, so it can be the helper's RSS. Tree sum = sampled (25 ms) sum over the live tree.
 - Trace size: heaplens .hl file vs heaptrack's .zst. Analysis = `heaplens report TRACE` vs `heaptrack_print TRACE.zst` on round 1's traces.
-- Every tool run and analysis is capped at %(vmem_mb)s MiB of virtual memory and %(timeout)ss; exceeding either shows as failed.""" % dict(
+- Every tool run and analysis is capped at %(vmem_mb)s MiB of virtual memory and %(timeout)ss; exceeding either shows as failed.
+- Load average before / after the run: %(load0)s / %(load1)s (2-core machine; other jobs running at the same time skew all three tools).""" % dict(load0=meta.get("load0", "?"), load1=meta.get("load1", "?"),
     rounds=meta.get("rounds", "?"), depth=meta.get("depth", "?"), vmem_mb=meta.get("vmem_mb", "?"),
     timeout=meta.get("timeout", "?"))
 
@@ -192,6 +216,10 @@ print("== summary (%s round(s)%s, took %ss)" % (meta.get("rounds", "?"), ", --qu
 for r_ in [shead] + rows:
     print("   " + "  ".join(str(c).ljust(w_[i]) for i, c in enumerate(r_)))
 print()
+w2 = [max(len(str(x[i])) for x in mrows + [mhead]) for i in range(len(mhead))]
+for r_ in [mhead] + mrows:
+    print("   " + "  ".join(str(c).ljust(w2[i]) for i, c in enumerate(r_)))
+print()
 print(notes)
 
 with open(md_path, "w") as f:
@@ -199,6 +227,9 @@ with open(md_path, "w") as f:
     f.write("Rounds: %s%s. Run took %s s.\n\n" % (meta.get("rounds", "?"), " (--quick)" if meta.get("quick") == "1" else "", meta.get("elapsed", "?")))
     f.write("| " + " | ".join(shead) + " |\n|" + "---|" * len(shead) + "\n")
     for r_ in rows:
+        f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")
+    f.write("\n| " + " | ".join(mhead) + " |\n|" + "---|" * len(mhead) + "\n")
+    for r_ in mrows:
         f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")
     f.write("\n" + notes + "\n\n## Per workload\n\n" + "\n".join(md_out) + "\n")
 print("bench: wrote %s" % md_path, file=sys.stderr)

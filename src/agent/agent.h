@@ -61,6 +61,7 @@ typedef struct hl_thread_s {
     uint64_t alloc_seq;      // ALLOC events made by this thread; the block id is (index, seq)
     uint32_t index;          // thread index, 1-based, never reused within a trace
     int tid;
+    void* unwind_cache;      // unwind.c's per-thread step rules
 } hl_thread_t;
 
 extern pthread_key_t hl_thread_key;

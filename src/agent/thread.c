@@ -79,7 +79,8 @@ hl_thread_t* thread_self_slow(void) {
         t = &page[0];
     }
     thread_unlock();
-    *t = (hl_thread_t){0};
+    void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
+    *t = (hl_thread_t){.unwind_cache = cache};
     pthread_setspecific(hl_thread_key, t);
     return t;
 }

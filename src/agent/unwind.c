@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: MIT
-// unwind.c - the backtrace of the current call, from the CFI in .eh_frame (programs built
-// -O2 without frame pointers unwind correctly). libgcc's unwinder carries no TLS, so loading
-// it leaves the program's thread layout as it was. Frames inside libheaplens.so are dropped.
+// unwind.c - the backtrace of the current call. Programs are usually built -O2 without frame
+// pointers, so frames are walked with their CFI (.eh_frame). Interpreting CFI is slow, so each
+// thread caches, per return address, the few numbers a step needs (where the CFA is, where the
+// return address and the saved %rbp are): a frame seen before costs one table probe. An
+// address whose CFI is beyond this simple form (signal frames, unusual expressions) sends the
+// whole call to libgcc's general unwinder, which carries no TLS and so leaves the program's
+// thread layout as it was. Frames inside libheaplens.so (built with frame pointers) are
+// skipped by following %rbp.
 #define _GNU_SOURCE
+#include <string.h>
 #include <unwind.h>
 
 #include "agent.h"
 
+// ---------------------------------------------------------------------------------------------
+// The general path
+// ---------------------------------------------------------------------------------------------
 typedef struct collect_s {
     uintptr_t* ips;
     int n, max, skipping;
@@ -24,10 +33,382 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context* ctx, void* arg) {
     return c->n >= c->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-int unwind_here(uintptr_t* ips, int max) {
+static HL_NOINLINE int unwind_general(uintptr_t* ips, int max) {
     collect_t c = {ips, 0, max, 1};
     _Unwind_Backtrace(on_frame, &c);
     return c.n;
 }
+
+#if defined(__x86_64__)
+// ---------------------------------------------------------------------------------------------
+// Step rules, one per return address:
+//   CFA     = %rsp + off | %rbp + off | *(%rbp + off)
+//   RA      = *(CFA + ra_off)
+//   new rbp = unchanged | *(CFA + rbp_off) | *(%rbp + rbp_off)
+// ---------------------------------------------------------------------------------------------
+enum { CFA_RSP = 0, CFA_RBP = 1, CFA_DEREF_RBP = 2 };
+enum { RBP_SAME = 0, RBP_AT_CFA = 1, RBP_AT_RBP = 2 };
+enum { RULE_VALID = 1, RULE_END = 2, RULE_HARD = 4 };
+
+typedef struct rule_s {
+    int32_t cfa_off;
+    int16_t rbp_off;
+    int8_t ra_off;
+    uint8_t cfa_kind : 2, rbp_kind : 2, flags : 4;
+} rule_t;
+
+typedef struct cache_entry_s {
+    uintptr_t ip;
+    rule_t rule;
+} cache_entry_t;
+
+#define HL_RULE_CACHE 4096 // per thread: 64 KiB
+
+// libgcc finds the FDE covering an address (through the loader's eh_frame_hdr tables).
+struct dwarf_eh_bases {
+    void* tbase;
+    void* dbase;
+    void* func;
+};
+extern const void* _Unwind_Find_FDE(void* pc, struct dwarf_eh_bases* bases);
+
+static uint64_t uleb(const uint8_t** p, const uint8_t* end) {
+    uint64_t v = 0;
+    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    return v;
+}
+
+static int64_t sleb(const uint8_t** p, const uint8_t* end) {
+    int64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b = 0;
+    while (*p < end && shift < 64) {
+        b = *(*p)++;
+        v |= (int64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            break;
+    }
+    if (shift < 64 && (b & 0x40))
+        v |= -((int64_t)1 << shift);
+    return v;
+}
+
+// A pointer in .eh_frame's encoding (DW_EH_PE_*). Returns -1 for encodings not met in practice.
+static int read_encoded(const uint8_t** p, const uint8_t* end, uint8_t enc,
+                        const struct dwarf_eh_bases* bases, uint64_t* out) {
+    if (enc == 0xff) // omit
+        return -1;
+    const uint8_t* at = *p;
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case 0x00: memcpy(&v, at, 8); *p += 8; break;
+    case 0x01: v = uleb(p, end); break;
+    case 0x02: { uint16_t x; memcpy(&x, at, 2); v = x; *p += 2; break; }
+    case 0x03: { uint32_t x; memcpy(&x, at, 4); v = x; *p += 4; break; }
+    case 0x04: memcpy(&v, at, 8); *p += 8; break;
+    case 0x09: v = (uint64_t)sleb(p, end); break;
+    case 0x0a: { int16_t x; memcpy(&x, at, 2); v = (uint64_t)(int64_t)x; *p += 2; break; }
+    case 0x0b: { int32_t x; memcpy(&x, at, 4); v = (uint64_t)(int64_t)x; *p += 4; break; }
+    case 0x0c: memcpy(&v, at, 8); *p += 8; break;
+    default: return -1;
+    }
+    switch (enc & 0x70) {
+    case 0x00: break;
+    case 0x10: v += (uint64_t)(uintptr_t)at; break;
+    case 0x20: v += (uint64_t)(uintptr_t)bases->tbase; break;
+    case 0x30: v += (uint64_t)(uintptr_t)bases->dbase; break;
+    default: return -1;
+    }
+    if (enc & 0x80)
+        v = *(const uint64_t*)(uintptr_t)v;
+    *out = v;
+    return 0;
+}
+
+typedef struct row_s {
+    int cfa_kind, rbp_kind;
+    int64_t cfa_off, rbp_off, ra_off;
+    int ra_known, is_end, is_hard;
+} row_t;
+
+// Runs CFA instructions [p, end) while the location stays <= target.
+static void run_cfa(const uint8_t* p, const uint8_t* end, uint64_t* loc, uint64_t target,
+                    uint64_t code_align, int64_t data_align, const struct dwarf_eh_bases* bases,
+                    row_t* row, const row_t* initial, row_t* stack, int* depth) {
+    while (p < end && *loc <= target && !row->is_hard) {
+        uint8_t op = *p++;
+        uint8_t hi = op & 0xc0, lo = op & 0x3f;
+        if (hi == 0x40) {
+            *loc += lo * code_align;
+            continue;
+        }
+        if (hi == 0x80) {
+            int64_t off = (int64_t)uleb(&p, end) * data_align;
+            if (lo == 6) { row->rbp_kind = RBP_AT_CFA; row->rbp_off = off; }
+            if (lo == 16) { row->ra_off = off; row->ra_known = 1; }
+            continue;
+        }
+        if (hi == 0xc0) {
+            if (lo == 6) { row->rbp_kind = initial->rbp_kind; row->rbp_off = initial->rbp_off; }
+            if (lo == 16) { row->ra_off = initial->ra_off; row->ra_known = initial->ra_known; }
+            continue;
+        }
+        uint64_t reg, u;
+        int64_t s;
+        switch (op) {
+        case 0x00: break;                                               // nop
+        case 0x01: if (read_encoded(&p, end, 0x00, bases, loc)) row->is_hard = 1; break;
+        case 0x02: *loc += *p++ * code_align; break;                    // advance_loc1
+        case 0x03: { uint16_t d; memcpy(&d, p, 2); p += 2; *loc += d * code_align; break; }
+        case 0x04: { uint32_t d; memcpy(&d, p, 4); p += 4; *loc += d * code_align; break; }
+        case 0x05:                                                      // offset_extended
+        case 0x11:                                                      // offset_extended_sf
+            reg = uleb(&p, end);
+            s = op == 0x05 ? (int64_t)uleb(&p, end) * data_align : sleb(&p, end) * data_align;
+            if (reg == 6) { row->rbp_kind = RBP_AT_CFA; row->rbp_off = s; }
+            if (reg == 16) { row->ra_off = s; row->ra_known = 1; }
+            break;
+        case 0x06: case 0x08:                                           // restore_ext, same_value
+            reg = uleb(&p, end);
+            if (reg == 6) { row->rbp_kind = op == 0x08 ? RBP_SAME : initial->rbp_kind; row->rbp_off = initial->rbp_off; }
+            break;
+        case 0x07:                                                      // undefined
+            reg = uleb(&p, end);
+            if (reg == 16) row->is_end = 1;
+            break;
+        case 0x09:                                                      // register
+            reg = uleb(&p, end);
+            uleb(&p, end);
+            if (reg == 6 || reg == 16) row->is_hard = 1;
+            break;
+        case 0x0a:                                                      // remember_state
+            if (*depth >= 8) { row->is_hard = 1; break; }
+            stack[(*depth)++] = *row;
+            break;
+        case 0x0b:                                                      // restore_state
+            if (*depth <= 0) { row->is_hard = 1; break; }
+            *row = stack[--(*depth)];
+            break;
+        case 0x0c: case 0x12:                                           // def_cfa, def_cfa_sf
+            reg = uleb(&p, end);
+            s = op == 0x0c ? (int64_t)uleb(&p, end) : sleb(&p, end) * data_align;
+            row->cfa_off = s;
+            if (reg == 7) row->cfa_kind = CFA_RSP;
+            else if (reg == 6) row->cfa_kind = CFA_RBP;
+            else row->is_hard = 1;
+            break;
+        case 0x0d:                                                      // def_cfa_register
+            reg = uleb(&p, end);
+            if (row->cfa_kind == CFA_DEREF_RBP) row->is_hard = 1;
+            if (reg == 7) row->cfa_kind = CFA_RSP;
+            else if (reg == 6) row->cfa_kind = CFA_RBP;
+            else row->is_hard = 1;
+            break;
+        case 0x0e: row->cfa_off = (int64_t)uleb(&p, end); break;        // def_cfa_offset
+        case 0x13: row->cfa_off = sleb(&p, end) * data_align; break;    // def_cfa_offset_sf
+        case 0x0f: {                                                    // def_cfa_expression
+            u = uleb(&p, end);
+            const uint8_t* e = p + u;
+            // gcc's realigned frames: DW_OP_breg6 k; DW_OP_deref
+            if (u >= 3 && p[0] == 0x76) {
+                const uint8_t* q = p + 1;
+                int64_t k = sleb(&q, e);
+                if (q + 1 == e && *q == 0x06) {
+                    row->cfa_kind = CFA_DEREF_RBP;
+                    row->cfa_off = k;
+                    p = e;
+                    break;
+                }
+            }
+            row->is_hard = 1;
+            p = e;
+            break;
+        }
+        case 0x10: case 0x16: {                                         // expression, val_expression
+            reg = uleb(&p, end);
+            u = uleb(&p, end);
+            const uint8_t* e = p + u;
+            if (reg == 6 && op == 0x10 && u >= 2 && p[0] == 0x76) {
+                const uint8_t* q = p + 1;
+                int64_t k = sleb(&q, e);
+                if (q == e) {
+                    row->rbp_kind = RBP_AT_RBP;
+                    row->rbp_off = k;
+                    p = e;
+                    break;
+                }
+            }
+            if (reg == 6 || reg == 16) row->is_hard = 1;
+            p = e;
+            break;
+        }
+        case 0x14: case 0x15:                                           // val_offset(_sf)
+            reg = uleb(&p, end);
+            if (op == 0x14) uleb(&p, end); else sleb(&p, end);
+            if (reg == 6 || reg == 16) row->is_hard = 1;
+            break;
+        case 0x2e: uleb(&p, end); break;                                // GNU_args_size
+        case 0x2f:                                                      // GNU_neg_offset_ext
+            reg = uleb(&p, end);
+            s = -(int64_t)uleb(&p, end) * data_align;
+            if (reg == 6) { row->rbp_kind = RBP_AT_CFA; row->rbp_off = s; }
+            if (reg == 16) { row->ra_off = s; row->ra_known = 1; }
+            break;
+        default: row->is_hard = 1; break;
+        }
+    }
+}
+
+// The rule for the frame whose return address (or, for a signal frame, ip) is `ip`.
+static rule_t compute_rule(uintptr_t ip) {
+    rule_t bad = {.flags = RULE_HARD};
+    struct dwarf_eh_bases bases;
+    const uint8_t* fde = _Unwind_Find_FDE((void*)(ip - 1), &bases);
+    if (!fde)
+        return (rule_t){.flags = RULE_END};
+    uint32_t flen, cie_ptr;
+    memcpy(&flen, fde, 4);
+    if (flen == 0xffffffffu)
+        return bad;
+    const uint8_t* fend = fde + 4 + flen;
+    memcpy(&cie_ptr, fde + 4, 4);
+    const uint8_t* cie = fde + 4 - cie_ptr;
+    uint32_t clen;
+    memcpy(&clen, cie, 4);
+    const uint8_t* cend = cie + 4 + clen;
+    const uint8_t* p = cie + 8;
+    uint8_t version = *p++;
+    const char* aug = (const char*)p;
+    p += strlen(aug) + 1;
+    if (aug[0] == 'e' && aug[1] == 'h')
+        p += 8;
+    uint64_t code_align = uleb(&p, cend);
+    int64_t data_align = sleb(&p, cend);
+    uint64_t ra_reg = version == 1 ? *p++ : uleb(&p, cend);
+    if (ra_reg != 16)
+        return bad;
+    uint8_t fde_enc = 0x00;
+    const uint8_t* cie_instr = p;
+    if (aug[0] == 'z') {
+        uint64_t alen = uleb(&p, cend);
+        cie_instr = p + alen;
+        for (const char* a = aug + 1; *a; a++) {
+            if (*a == 'R') {
+                fde_enc = *p++;
+            } else if (*a == 'L') {
+                p++;
+            } else if (*a == 'P') {
+                uint8_t enc = *p++;
+                uint64_t dummy;
+                if (read_encoded(&p, cend, enc & 0x7f, &bases, &dummy))
+                    return bad;
+            } else if (*a == 'S') {
+                return bad; // a signal frame: the general unwinder knows its layout
+            } else if (*a != 'B') {
+                return bad;
+            }
+        }
+    }
+    const uint8_t* q = fde + 8;
+    uint64_t pc_begin, pc_range;
+    if (read_encoded(&q, fend, fde_enc, &bases, &pc_begin) ||
+        read_encoded(&q, fend, fde_enc & 0x0f, &bases, &pc_range))
+        return bad;
+    if (aug[0] == 'z') {
+        uint64_t alen = uleb(&q, fend);
+        q += alen;
+    }
+    row_t stack[8], row = {.cfa_kind = CFA_RSP, .rbp_kind = RBP_SAME}, initial;
+    int depth = 0;
+    uint64_t loc = pc_begin, target = ip - 1;
+    run_cfa(cie_instr, cend, &loc, UINT64_MAX, code_align, data_align, &bases, &row, &row,
+            stack, &depth);
+    initial = row;
+    loc = pc_begin;
+    run_cfa(q, fend, &loc, target, code_align, data_align, &bases, &row, &initial, stack, &depth);
+    if (row.is_hard || !row.ra_known || row.cfa_off > INT32_MAX || row.cfa_off < INT32_MIN ||
+        row.ra_off < -128 || row.ra_off > 127 || row.rbp_off < INT16_MIN || row.rbp_off > INT16_MAX)
+        return row.is_end ? (rule_t){.flags = RULE_END} : bad;
+    if (row.is_end)
+        return (rule_t){.flags = RULE_END};
+    return (rule_t){.cfa_off = (int32_t)row.cfa_off, .rbp_off = (int16_t)row.rbp_off,
+                    .ra_off = (int8_t)row.ra_off, .cfa_kind = (uint8_t)row.cfa_kind,
+                    .rbp_kind = (uint8_t)row.rbp_kind, .flags = RULE_VALID};
+}
+
+static cache_entry_t* thread_cache(void) {
+    hl_thread_t* t = thread_self();
+    if (hl_unlikely(!t->unwind_cache))
+        t->unwind_cache = os_map(HL_RULE_CACHE * sizeof(cache_entry_t));
+    return t->unwind_cache;
+}
+
+static inline rule_t rule_for(cache_entry_t* cache, uintptr_t ip) {
+    if (hl_unlikely(!cache))
+        return compute_rule(ip);
+    cache_entry_t* e = &cache[((ip >> 2) ^ (ip >> 13)) & (HL_RULE_CACHE - 1)];
+    if (hl_likely(e->ip == ip))
+        return e->rule;
+    rule_t r = compute_rule(ip);
+    e->ip = ip;
+    e->rule = r;
+    return r;
+}
+
+int unwind_here(uintptr_t* ips, int max) {
+    // Leave the agent's own frames by their frame pointers.
+    uintptr_t* fp = __builtin_frame_address(0);
+    uintptr_t ip = (uintptr_t)__builtin_return_address(0);
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    uintptr_t rbp = fp[0];
+    for (int guard = 0; modules_own_text(ip) && guard < 32; guard++) {
+        fp = (uintptr_t*)rbp;
+        if (!fp)
+            return unwind_general(ips, max);
+        ip = fp[1];
+        sp = (uintptr_t)(fp + 2);
+        rbp = fp[0];
+    }
+    cache_entry_t* cache = thread_cache();
+    uintptr_t sp0 = sp;
+    int n = 0;
+    while (n < max) {
+        ips[n++] = ip;
+        rule_t r = rule_for(cache, ip);
+        if (r.flags & RULE_END)
+            break;
+        if (!(r.flags & RULE_VALID))
+            return unwind_general(ips, max);
+        uintptr_t cfa;
+        if (r.cfa_kind == CFA_RSP)
+            cfa = sp + r.cfa_off;
+        else if (r.cfa_kind == CFA_RBP)
+            cfa = rbp + r.cfa_off;
+        else
+            cfa = *(uintptr_t*)(rbp + r.cfa_off);
+        // The stack only grows one way; anything else means the rules do not fit this frame.
+        if (cfa <= sp || cfa - sp0 > (64u << 20) || (cfa & 7))
+            return unwind_general(ips, max);
+        uintptr_t next_ip = *(uintptr_t*)(cfa + r.ra_off);
+        if (r.rbp_kind == RBP_AT_CFA)
+            rbp = *(uintptr_t*)(cfa + r.rbp_off);
+        else if (r.rbp_kind == RBP_AT_RBP)
+            rbp = *(uintptr_t*)(rbp + r.rbp_off);
+        sp = cfa;
+        ip = next_ip;
+        if (ip < 4096)
+            break;
+    }
+    return n;
+}
+#else
+int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
+#endif
 
 void unwind_init(void) {}

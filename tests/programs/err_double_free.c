@@ -9,11 +9,15 @@ NOINLINE static char* alloc_for_double_free(void) {
     p[0] = 1;
     return p;
 }
+static volatile int step; // distinct bodies: gcc would merge identical functions into one
+
 NOINLINE static void free_it_once(char* p) {
+    step = 1;
     free(p);
     NO_TAIL_CALL();
 }
 NOINLINE static void free_it_again(char* p) {
+    step = 2;
     free(p);
     NO_TAIL_CALL();
 }

@@ -19,12 +19,16 @@ NOINLINE static void* alloc_with_malloc() {
     NO_TAIL_CALL();
     return p;
 }
+static volatile int step; // distinct bodies: gcc would merge identical functions into one
+
 NOINLINE static void malloc_then_delete(void* p) {
+    step = 1;
     delete static_cast<int*>(p);
     NO_TAIL_CALL();
 }
 NOINLINE static int* alloc_with_new_array() { return new int[10](); }
 NOINLINE static void newarray_then_delete(int* p) {
+    step = 2;
     delete p;
     NO_TAIL_CALL();
 }

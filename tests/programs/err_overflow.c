@@ -8,7 +8,7 @@
 
 #include "common.h"
 
-static char* kept;
+char* kept; // not static: gcc drops a malloc whose block is never read
 
 NOINLINE static char* overflow_then_free(void) {
     char* p = malloc(20);
@@ -30,6 +30,7 @@ NOINLINE static void write_in_bounds(void) {
     char* p = malloc(20);
     volatile int n = 19;
     p[n] = 'z';
+    keep(p);
     free(p);
 }
 
