@@ -264,7 +264,7 @@ void hook_free(void* p, int fn);
 // errors.c: heap errors, written straight to the trace.
 // ---------------------------------------------------------------------------------------------
 void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block);
-void error_check_guards_at_exit(void);
+void error_check_guards_at_exit(void); // caller holds the writer lock
 int guard_is_intact(const hl_block_t* b);
 void guard_fill(void* p, size_t size);
 
@@ -274,7 +274,7 @@ void guard_fill(void* p, size_t size);
 int writer_start(void);            // lazily, from the first slow path; 0 or -errno
 void writer_flush_sync(void);      // drain everything now, write it out (caller: any thread)
 void writer_finish(int how, int value); // final drain, scan records, END, close
-void writer_reset_after_fork(void);
+void writer_reset_after_fork(uint32_t parent_threads);
 void writer_clock_init(void);
 int64_t writer_now_ns(void);
 int writer_thread_id(void);
@@ -287,6 +287,8 @@ void writer_lock(void);            // serialises direct writes from other thread
 // needs, so it may overtake the ring events of the same block).
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
                       const hl_block_t* block);
+void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
+                             int fn, const hl_block_t* block);
 void writer_unlock(void);
 
 // ---------------------------------------------------------------------------------------------

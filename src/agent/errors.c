@@ -31,7 +31,7 @@ void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block) {
 static void check_one(const hl_block_t* b, void* arg) {
     (void)arg;
     if (b->guarded && !b->is_internal && !guard_is_intact(b))
-        writer_put_error(HL_ERR_OVERFLOW, 0, 0, b->addr, 0, b);
+        writer_put_error_locked(HL_ERR_OVERFLOW, 0, 0, b->addr, 0, b);
 }
 
 // At exit the blocks never released get their guards checked too (caller holds the world).

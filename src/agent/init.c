@@ -18,6 +18,7 @@
 _Atomic int hl_phase;
 static int from_start = 1;
 static int exit_status;
+static int on_exit_registered;
 
 int agent_is_from_start(void) { return from_start; }
 
@@ -60,8 +61,9 @@ static void fork_child(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
     live_reset_after_fork();
+    uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
-    writer_reset_after_fork();
+    writer_reset_after_fork(parent_threads);
     sink_reset_after_fork();
     modules_reset();
     if (hl_opt.no_follow)
@@ -109,9 +111,17 @@ static void install_fatal_handlers(void) {
 // ---------------------------------------------------------------------------------------------
 // Start
 // ---------------------------------------------------------------------------------------------
+// exit() runs the on_exit handlers and the destructors, in an order that depends on when the
+// agent started. Whichever of the two comes last finishes the trace: by then every other
+// destructor has run (their frees count), and the exit status is known.
+static int exit_status_known, dtor_ran;
+
 static void on_exit_cb(int status, void* arg) {
     (void)arg;
-    exit_status = status;
+    exit_status = status & 0xff;
+    exit_status_known = 1;
+    if (dtor_ran)
+        agent_finish(HL_END_EXIT, exit_status);
 }
 
 void agent_init(void) {
@@ -144,7 +154,7 @@ void agent_init(void) {
     live_init();
     stacks_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    on_exit(on_exit_cb, NULL);
+    on_exit_registered = on_exit(on_exit_cb, NULL) == 0;
     if (sink_open() != 0) {
         atomic_store(&hl_phase, HL_DONE);
         thread_self()->busy = 0;
@@ -212,4 +222,8 @@ void agent_before_exec(const char* path) {
     thread_self()->busy = 0;
 }
 
-__attribute__((destructor)) static void agent_dtor(void) { agent_finish(HL_END_EXIT, exit_status); }
+__attribute__((destructor)) static void agent_dtor(void) {
+    dtor_ran = 1;
+    if (exit_status_known || !on_exit_registered)
+        agent_finish(HL_END_EXIT, exit_status);
+}

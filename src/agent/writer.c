@@ -159,10 +159,12 @@ static void ensure_thread(uint32_t index, int tid) {
     enc_u(&enc, (uint64_t)tid);
 }
 
+static uint32_t inherit_max_thread; // blocks of threads up to this index came from the parent
+
 static void emit_inherited(const hl_block_t* b, void* arg) {
     (void)arg;
-    if (b->is_internal)
-        return;
+    if (b->is_internal || b->thread > inherit_max_thread)
+        return; // the child's own blocks arrive as ALLOC records
     ensure_stack(b->stack);
     if (enc_reserve(&enc, 80) != 0)
         return;
@@ -429,9 +431,8 @@ void writer_flush_sync(void) {
     writer_unlock();
 }
 
-void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
-                      const hl_block_t* block) {
-    writer_lock();
+void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
+                             int fn, const hl_block_t* block) {
     preamble();
     ensure_stack(call_stack);
     if (block)
@@ -454,6 +455,12 @@ void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t 
             enc_u(&enc, 0);
         }
     }
+}
+
+void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
+                      const hl_block_t* block) {
+    writer_lock();
+    writer_put_error_locked(kind, thread, call_stack, addr, fn, block);
     writer_unlock();
 }
 
@@ -489,7 +496,8 @@ void writer_exec_locked(const char* path) {
     flush_chunk();
 }
 
-void writer_reset_after_fork(void) {
+void writer_reset_after_fork(uint32_t parent_threads) {
+    inherit_max_thread = parent_threads;
     atomic_store(&writer_mutex, 0);
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);

@@ -18,7 +18,7 @@ CHECK=$HERE/check.py
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-it.XXXXXX")
 PASSED=0
 FAILED=0
-TIMEOUT=60
+TIMEOUT=20 # seconds per command; every case takes well under one normally
 ulimit -c 0 2>/dev/null # the signal cases must not leave core files behind
 
 pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
@@ -459,10 +459,11 @@ check reach_thread_stack "$J" \
 hl fortran_alloc -- fortran_alloc
 expect_status fortran_alloc 0
 expect_stdout fortran_alloc "fortran_alloc done"
-# libgfortran mallocs/callocs its unit tables at start-up and keeps them: malloc >= 11 (10 in
-# churn + 1 in keep_forever); it frees nothing of its own here, so free is exactly churn's 10.
+# libgfortran mallocs/callocs its unit tables at start-up: malloc >= 11 (10 in churn + 1 in
+# keep_forever). It frees them in its own destructor, which may run before or after the agent's
+# final scan (library destructor order), so free >= 10 (churn's deallocations).
 check fortran_alloc "$J" \
-    "calls['malloc'] >= 11" "calls['free'] == 10" \
+    "calls['malloc'] >= 11" "calls['free'] >= 10" \
     "rec('reachable', 'keep_forever') == {'bytes': 4936, 'blocks': 1, 'records': 1}" \
     "names('churn') == []" "lb('definite') == 0" "errors == []"
 
