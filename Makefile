@@ -15,7 +15,8 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 
 UNIT_TESTS := test_varint test_classify test_symbols test_reader
-PROGRAMS := $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
+PROGRAMS := $(BUILD)/programs/libplugin.so \
+            $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
@@ -53,10 +54,10 @@ $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 
-$(BUILD)/programs/%: tests/programs/%.c
+$(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fno-omit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread -ldl
-$(BUILD)/programs/%: tests/programs/%.cc
+$(BUILD)/programs/%: tests/programs/%.cc tests/programs/common.h
 	@mkdir -p $(dir $@)
 	g++ -O2 -g -Wno-unused-result -Wno-mismatched-new-delete -o $@ $< -pthread -ldl
 $(BUILD)/programs/%: tests/programs/%.f90

@@ -265,6 +265,18 @@ check threads_alloc "$J" \
     "rec('definite', 'per_thread_leak') == {'bytes': 4006, 'blocks': 4, 'records': 1}" \
     "names('worker_alloc_batch') == []" "errors == []"
 
+hl threads_churn -- threads_churn
+expect_status threads_churn 0
+# glibc callocs a DTV per new thread and frees it (free) when it drops a cached thread stack:
+# those frees come on top of the program's 164000, at most one per calloc.
+check threads_churn "$J" \
+    "calls['malloc'] == 164016" "calls['free'] - 164000 in range(0, calls['calloc'] + 1)" \
+    "totals['threads'] == 25" \
+    "rec('definite', 'short_lived_leak') == {'bytes': 160, 'blocks': 16, 'records': 1}" \
+    "lb('definite') == 160" "lb('indirect') == 0" "lb('reachable') == 0" \
+    "lb('possible') == rec('possible', 'allocate_dtv')['bytes']" \
+    "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []"
+
 # ================================================================================================
 # fork, exec, dlopen
 # ================================================================================================
