@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fno-strict-aliasing
 AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer
 TOOL_CFLAGS   := $(CFLAGS_COMMON)
-DEB_PACKAGES  := gcc g++ make libdw-dev libelf-dev libzstd-dev libunwind-dev python3
+DEB_PACKAGES  := gcc g++ gfortran make libdw-dev libelf-dev libzstd-dev python3
 
 AGENT_SRC := $(wildcard src/agent/*.c)
 ANALYZE_SRC := $(wildcard src/analyze/*.c)
@@ -73,15 +73,18 @@ unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 integration: all $(PROGRAMS) ## integration tests under the agent
 	@tests/integration/run.sh $(BUILD)
 
-check: all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test; ends "N passed, N failed"
+check: deps all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test; ends "N passed, N failed"
 	@tests/check.sh $(BUILD) $(UNIT_TESTS)
 
 demo: ## install what is missing, build, run heaplens on a leaking example
 	@examples/demo.sh
 
-deps: ## install the Debian packages the build needs
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+deps: ## install the Debian packages the build needs (as root, where missing)
+	@command -v dpkg >/dev/null || exit 0; missing=""; \
+	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root to install)"; exit 1; fi; \
+	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 bench: all ## overhead against native and heaptrack, side by side
 	@bench/run.sh $(BUILD)

@@ -10,6 +10,21 @@
 
 static HL_COLD int attach_slow(hl_thread_t* t) { return thread_attach(t); }
 
+// One event into this thread's ring; the only way events are made.
+HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uintptr_t addr, uint64_t size,
+                          uint32_t aux, uint16_t extra) {
+    hl_ring_t* r = t->ring;
+    hl_event_t* ev = ring_slot(r);
+    ev->ticks = clock_ticks();
+    ev->addr = addr;
+    ev->size = size;
+    ev->aux = aux;
+    ev->kind = (uint8_t)kind;
+    ev->fn = (uint8_t)fn;
+    ev->extra = extra;
+    ring_commit(r);
+}
+
 void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
@@ -26,15 +41,7 @@ void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guar
     if (b.guarded)
         guard_fill(p, size);
     live_insert(&b);
-    hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
-    ev->ticks = clock_ticks();
-    ev->addr = (uintptr_t)p;
-    ev->size = size;
-    ev->aux = stack;
-    ev->kind = EV_ALLOC;
-    ev->fn = (uint8_t)fn;
-    ring_commit(r);
+    push_event(t, EV_ALLOC, fn, (uintptr_t)p, size, stack, 0);
     if (hl_unlikely(t->park_pending))
         scan_park_self();
 }
@@ -52,15 +59,7 @@ void record_internal_free(void* p) {
 }
 
 static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
-    hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
-    ev->ticks = clock_ticks();
-    ev->addr = b->addr;
-    ev->size = b->seq;
-    ev->aux = b->thread;
-    ev->kind = EV_FREE;
-    ev->fn = (uint8_t)fn;
-    ring_commit(r);
+    push_event(t, EV_FREE, fn, b->addr, b->seq, b->thread, 0);
 }
 
 int record_free(hl_thread_t* t, void* p, int fn) {
@@ -120,41 +119,20 @@ void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
     uint32_t stack = stack_capture();
-    hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
-    ev->ticks = clock_ticks();
-    ev->addr = (uintptr_t)p;
-    ev->size = len;
-    ev->aux = stack;
-    ev->kind = EV_MMAP;
-    ev->fn = HL_FN_MMAP;
-    ev->extra = (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8));
-    ring_commit(r);
+    push_event(t, EV_MMAP, HL_FN_MMAP, (uintptr_t)p, len, stack,
+               (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
 }
 
 void record_munmap(hl_thread_t* t, void* p, size_t len) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
-    hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
-    ev->ticks = clock_ticks();
-    ev->addr = (uintptr_t)p;
-    ev->size = len;
-    ev->aux = 0;
-    ev->kind = EV_MUNMAP;
-    ev->fn = HL_FN_MUNMAP;
-    ring_commit(r);
+    push_event(t, EV_MUNMAP, HL_FN_MUNMAP, (uintptr_t)p, len, 0, 0);
 }
 
 void record_modules_changed(hl_thread_t* t) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
-    hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
-    memset(ev, 0, sizeof *ev);
-    ev->ticks = clock_ticks();
-    ev->kind = EV_MODULES;
-    ring_commit(r);
+    push_event(t, EV_MODULES, 0, 0, 0, 0, 0);
 }
 
 size_t record_usable_size(void* p) {
