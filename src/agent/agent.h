@@ -281,6 +281,7 @@ int writer_thread_id(void);
 int writer_is_fork_child(void);  // this trace belongs to a forked child       // tid of the writer thread, 0 when none runs
 hl_enc_t* writer_encoder_locked(void);   // drains, returns the encoder (writer lock held)
 void writer_end_locked(int how, int value);
+void writer_flush_if_large_locked(void); // cut the chunk once it is large
 void writer_exec_locked(const char* path);
 void writer_lock(void);            // serialises direct writes from other threads
 // An ERROR record, written at once (errors are rare; the record carries everything the report

@@ -551,6 +551,7 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         uint32_t o = order[i];
         if (raw.internal[o])
             continue;
+        writer_flush_if_large_locked();
         if (enc_reserve(enc, 64) != 0)
             break;
         enc_tag(enc, REC_VERDICT);

@@ -166,6 +166,7 @@ static void emit_inherited(const hl_block_t* b, void* arg) {
     if (b->is_internal || b->thread > inherit_max_thread)
         return; // the child's own blocks arrive as ALLOC records
     ensure_stack(b->stack);
+    writer_flush_if_large_locked();
     if (enc_reserve(&enc, 80) != 0)
         return;
     enc_tag(&enc, REC_INHERIT);
@@ -185,6 +186,7 @@ static void preamble(void) {
     modules_refresh(&enc);
     if (is_fork_child)
         live_for_each(emit_inherited, NULL);
+    writer_flush_if_large_locked();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,6 +290,7 @@ static void drain_all(void) {
                 break;
             hl_ring_t* r = rings[best];
             encode_event(&r->events[pos[best] & (HL_RING_EVENTS - 1)], r);
+            writer_flush_if_large_locked();
             pos[best]++;
             if ((pos[best] & 255) == 0) // hand space back to a producer that may be waiting
                 atomic_store_explicit(&r->tail, pos[best], memory_order_release);
@@ -297,6 +300,15 @@ static void drain_all(void) {
         if (!more)
             return;
     }
+}
+
+static void flush_chunk(void);
+
+// Chunks stay well under the reader's limit (HL_CHUNK_RAW_MAX): long runs of records (a
+// scan's verdicts, a large drain) are cut into several.
+void writer_flush_if_large_locked(void) {
+    if (enc.len >= (1u << 20))
+        flush_chunk();
 }
 
 static void flush_chunk(void) {
