@@ -11,20 +11,35 @@
 #include "agent.h"
 
 // Every region the agent maps, so the leak scan can leave them out of its roots.
-#define HL_MAX_AGENT_RANGES 4096
+#define HL_MAX_AGENT_RANGES 16384
 static uintptr_t agent_ranges[HL_MAX_AGENT_RANGES][2];
-static _Atomic size_t agent_range_count;
+static _Atomic size_t agent_range_count; // slots ever used; freed slots are reused
+static _Atomic int agent_range_lock;
+
+static void remember_range(uintptr_t lo, uintptr_t hi) {
+    while (atomic_exchange_explicit(&agent_range_lock, 1, memory_order_acquire))
+        ;
+    size_t n = atomic_load(&agent_range_count), i = 0;
+    while (i < n && agent_ranges[i][1] != 0)
+        i++;
+    if (i < HL_MAX_AGENT_RANGES) {
+        agent_ranges[i][0] = lo;
+        agent_ranges[i][1] = hi;
+        if (i == n)
+            atomic_store(&agent_range_count, n + 1);
+    } else {
+        hl_log("more than %d agent mappings: the leak scan may take agent pages for roots",
+               HL_MAX_AGENT_RANGES);
+    }
+    atomic_store_explicit(&agent_range_lock, 0, memory_order_release);
+}
 
 static void* map_flags(size_t size, int extra) {
     long r = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
     if (r < 0 && r > -4096)
         return NULL;
-    size_t i = atomic_fetch_add(&agent_range_count, 1);
-    if (i < HL_MAX_AGENT_RANGES) {
-        agent_ranges[i][0] = (uintptr_t)r;
-        agent_ranges[i][1] = (uintptr_t)r + size;
-    }
+    remember_range((uintptr_t)r, (uintptr_t)r + size);
     return (void*)r;
 }
 
@@ -32,10 +47,13 @@ void* os_map(size_t size) { return map_flags(size, 0); }
 void* os_reserve(size_t size) { return map_flags(size, MAP_NORESERVE); }
 
 void os_unmap(void* p, size_t size) {
+    while (atomic_exchange_explicit(&agent_range_lock, 1, memory_order_acquire))
+        ;
     size_t n = atomic_load(&agent_range_count);
     for (size_t i = 0; i < n && i < HL_MAX_AGENT_RANGES; i++)
         if (agent_ranges[i][0] == (uintptr_t)p)
             agent_ranges[i][0] = agent_ranges[i][1] = 0;
+    atomic_store_explicit(&agent_range_lock, 0, memory_order_release);
     syscall(SYS_munmap, p, size);
 }
 

@@ -354,15 +354,15 @@ static int cmp_range(const void* a, const void* b) {
 // program's) and, when given, heap blocks lying inside it.
 static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_blocks_t* blocks,
                            int guard) {
-    static lc_range_t holes[4096 + 16];
-    static uintptr_t agent[4096][2];
+    static lc_range_t holes[16384 + 16];
+    static uintptr_t agent[16384][2];
     size_t nh = 0;
     uintptr_t own_lo, own_hi;
     modules_own_range(&own_lo, &own_hi);
     if (lo < own_hi && hi > own_lo)
         holes[nh++] = (lc_range_t){own_lo, own_hi};
-    size_t na = os_agent_ranges(agent, 4096);
-    for (size_t i = 0; i < na && nh < 4096; i++)
+    size_t na = os_agent_ranges(agent, 16384);
+    for (size_t i = 0; i < na && nh < 16384; i++)
         if (lo < agent[i][1] && hi > agent[i][0])
             holes[nh++] = (lc_range_t){agent[i][0], agent[i][1]};
     if (blocks) {
@@ -524,6 +524,20 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         add_root_minus(&rs, m->lo, m->hi, &b, hl_opt.guard);
     }
 
+    // Every root must still be mapped: keep only what mincore confirms, page by page runs.
+    size_t kept = 0;
+    static unsigned char vec[4096];
+    for (size_t r = 0; r < rs.n; r++) {
+        uintptr_t lo = rs.r[r].lo & ~(uintptr_t)4095, hi = rs.r[r].hi;
+        int ok = 1;
+        for (uintptr_t a = lo; a < hi && ok; a += sizeof vec * 4096) {
+            size_t len = hi - a < sizeof vec * 4096 ? hi - a : sizeof vec * 4096;
+            ok = syscall(SYS_mincore, a, len, vec) == 0;
+        }
+        if (ok)
+            rs.r[kept++] = rs.r[r];
+    }
+    rs.n = kept;
     lc_input_t in = {.starts = b.starts, .sizes = b.sizes, .nblocks = n, .roots = rs.r,
                      .nroots = rs.n, .vtable_ranges = vt, .nvtable_ranges = nvt};
     lc_classify(&in, b.kind, b.leader, ws);
