@@ -90,9 +90,3 @@ int stack_get(uint32_t id, const uintptr_t** ips) {
 }
 
 uint32_t stack_count(void) { return atomic_load(&next_id); }
-
-uint32_t stack_capture(void) {
-    uintptr_t ips[HL_MAX_DEPTH];
-    int n = unwind_here(ips, hl_opt.depth);
-    return stack_intern(ips, n);
-}

@@ -62,7 +62,7 @@ typedef struct cache_entry_s {
     rule_t rule;
 } cache_entry_t;
 
-#define HL_RULE_CACHE 4096 // per thread: 64 KiB
+#define HL_RULE_CACHE 16384 // per thread: 256 KiB
 
 // libgcc finds the FDE covering an address (through the loader's eh_frame_hdr tables).
 struct dwarf_eh_bases {
@@ -342,13 +342,6 @@ static rule_t compute_rule(uintptr_t ip) {
                     .rbp_kind = (uint8_t)row.rbp_kind, .flags = RULE_VALID};
 }
 
-static cache_entry_t* thread_cache(void) {
-    hl_thread_t* t = thread_self();
-    if (hl_unlikely(!t->unwind_cache))
-        t->unwind_cache = os_map(HL_RULE_CACHE * sizeof(cache_entry_t));
-    return t->unwind_cache;
-}
-
 static inline rule_t rule_for(cache_entry_t* cache, uintptr_t ip) {
     if (hl_unlikely(!cache))
         return compute_rule(ip);
@@ -361,8 +354,32 @@ static inline rule_t rule_for(cache_entry_t* cache, uintptr_t ip) {
     return r;
 }
 
-int unwind_here(uintptr_t* ips, int max) {
-    // Leave the agent's own frames by their frame pointers.
+// The last stack this thread took, with where each return address was read. Consecutive
+// allocations from one place (a loop) share their whole stack: if the stack pointer and every
+// saved return address are still the same, so is the backtrace, and no rule is consulted.
+typedef struct last_stack_s {
+    int n;
+    uint32_t id;
+    uintptr_t sp0;
+    uintptr_t ips[HL_MAX_DEPTH];
+    uintptr_t slots[HL_MAX_DEPTH]; // slots[k]: the address ips[k + 1] was read from
+} last_stack_t;
+
+typedef struct unwind_state_s {
+    cache_entry_t rules[HL_RULE_CACHE];
+    last_stack_t last;
+} unwind_state_t;
+
+static unwind_state_t* thread_state(void) {
+    hl_thread_t* t = thread_self();
+    if (hl_unlikely(!t->unwind_cache))
+        t->unwind_cache = os_map(sizeof(unwind_state_t));
+    return t->unwind_cache;
+}
+
+// Walks out of the agent's own frames (built with frame pointers): the first frame of the
+// program, as (ip, sp, rbp).
+static inline int leave_agent(uintptr_t* ip_out, uintptr_t* sp_out, uintptr_t* rbp_out) {
     uintptr_t* fp = __builtin_frame_address(0);
     uintptr_t ip = (uintptr_t)__builtin_return_address(0);
     uintptr_t sp = (uintptr_t)(fp + 2);
@@ -370,12 +387,22 @@ int unwind_here(uintptr_t* ips, int max) {
     for (int guard = 0; modules_own_text(ip) && guard < 32; guard++) {
         fp = (uintptr_t*)rbp;
         if (!fp)
-            return unwind_general(ips, max);
+            return -1;
         ip = fp[1];
         sp = (uintptr_t)(fp + 2);
         rbp = fp[0];
     }
-    cache_entry_t* cache = thread_cache();
+    *ip_out = ip;
+    *sp_out = sp;
+    *rbp_out = rbp;
+    return 0;
+}
+
+// CFI walk from (ip, sp, rbp); fills ips and, when slots is given, where each next ip was read.
+// Returns the frame count, or -1 when a frame needs the general unwinder.
+static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, uintptr_t* ips,
+                uintptr_t* slots, int max) {
+    cache_entry_t* cache = st ? st->rules : NULL;
     uintptr_t sp0 = sp;
     int n = 0;
     while (n < max) {
@@ -384,7 +411,7 @@ int unwind_here(uintptr_t* ips, int max) {
         if (r.flags & RULE_END)
             break;
         if (!(r.flags & RULE_VALID))
-            return unwind_general(ips, max);
+            return -1;
         uintptr_t cfa;
         if (r.cfa_kind == CFA_RSP)
             cfa = sp + r.cfa_off;
@@ -394,8 +421,11 @@ int unwind_here(uintptr_t* ips, int max) {
             cfa = *(uintptr_t*)(rbp + r.cfa_off);
         // The stack only grows one way; anything else means the rules do not fit this frame.
         if (cfa <= sp || cfa - sp0 > (64u << 20) || (cfa & 7))
-            return unwind_general(ips, max);
-        uintptr_t next_ip = *(uintptr_t*)(cfa + r.ra_off);
+            return -1;
+        uintptr_t slot = cfa + r.ra_off;
+        uintptr_t next_ip = *(uintptr_t*)slot;
+        if (slots)
+            slots[n - 1] = slot;
         if (r.rbp_kind == RBP_AT_CFA)
             rbp = *(uintptr_t*)(cfa + r.rbp_off);
         else if (r.rbp_kind == RBP_AT_RBP)
@@ -407,8 +437,51 @@ int unwind_here(uintptr_t* ips, int max) {
     }
     return n;
 }
+
+int unwind_here(uintptr_t* ips, int max) {
+    uintptr_t ip, sp, rbp;
+    if (leave_agent(&ip, &sp, &rbp) != 0)
+        return unwind_general(ips, max);
+    int n = walk(thread_state(), ip, sp, rbp, ips, NULL, max);
+    return n < 0 ? unwind_general(ips, max) : n;
+}
+
+uint32_t stack_capture(void) {
+    uintptr_t ip, sp, rbp;
+    int max = hl_opt.depth;
+    unwind_state_t* st = thread_state();
+    if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0)) {
+        uintptr_t ips[HL_MAX_DEPTH];
+        return stack_intern(ips, unwind_general(ips, max));
+    }
+    last_stack_t* last = &st->last;
+    if (last->n > 0 && last->sp0 == sp && last->ips[0] == ip) {
+        int k = 0;
+        while (k < last->n - 1 && *(const uintptr_t*)last->slots[k] == last->ips[k + 1])
+            k++;
+        if (k == last->n - 1)
+            return last->id;
+    }
+    int n = walk(st, ip, sp, rbp, last->ips, last->slots, max);
+    if (n < 0) {
+        last->n = 0;
+        uintptr_t ips[HL_MAX_DEPTH];
+        return stack_intern(ips, unwind_general(ips, max));
+    }
+    // The last frame's own slot was never read when the walk stopped at max: the match above
+    // compares n - 1 slots, all of which were.
+    last->n = n;
+    last->sp0 = sp;
+    last->id = stack_intern(last->ips, n);
+    return last->id;
+}
 #else
 int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
+
+uint32_t stack_capture(void) {
+    uintptr_t ips[HL_MAX_DEPTH];
+    return stack_intern(ips, unwind_general(ips, hl_opt.depth));
+}
 #endif
 
 void unwind_init(void) {}
