@@ -193,8 +193,9 @@ HL_INLINE void ring_commit(hl_ring_t* r) {
 // ---------------------------------------------------------------------------------------------
 #define HL_MAX_DEPTH 256
 int unwind_here(uintptr_t* ips, int max); // frames above the agent's own
-uint32_t stack_intern(const uintptr_t* ips, int n); // 0 = no stack
-int stack_get(uint32_t id, const uintptr_t** ips);  // frame count
+uint32_t stack_intern(const uintptr_t* ips, int n); // innermost first; 0 = no stack
+// A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
+int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 uint32_t stack_count(void);                          // ids are 1..stack_count()
 void stacks_init(void);
 uint32_t stack_capture(void); // unwind + intern, for the current call
@@ -300,6 +301,8 @@ struct hl_enc_s {
     size_t len, cap;
     int64_t last_time;
     uint64_t last_addr;
+    uint64_t last_ip;    // STACK records delta-code their address and id against the previous
+    uint32_t last_stack; // one in the chunk
 };
 
 int sink_open(void);             // create the trace file and write its header

@@ -1,74 +1,54 @@
 // SPDX-License-Identifier: MIT
-// stacks.c - backtraces interned once: an event carries a 32-bit stack id, and the writer
-// emits the frames the first time it meets the id. The table is lock-free: a new stack is
-// written into the append-only store first, then published with one compare-and-swap.
+// stacks.c - backtraces interned once, as a prefix tree: a node is (caller node, return
+// address), so stacks that share their outer frames share their nodes, and a program with
+// millions of distinct call paths (recursion over a tree) costs one node per path, not a copy
+// of every path. A node is found by the hash of the path from the root to it, so a stack seen
+// before costs one probe; the table is lock-free (a node is written, then published with one
+// compare-and-swap). The writer emits a node (FRAME record) the first time an event needs it.
 #define _GNU_SOURCE
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "agent.h"
 
-#define HL_STACK_SLOTS (1u << 22)   // table slots; the table holds up to 3/4 of it
-#define HL_STACK_MAX (3u << 20)     // distinct stacks
-#define HL_STACK_IPS (64u << 20)    // frames stored, all stacks together
+#define HL_STACK_SLOTS (1u << 25)   // table slots (lazily backed)
+#define HL_STACK_NODES (24u << 20)  // nodes, all stacks together
 
-typedef struct stack_info_s {
-    uint64_t hash;
-    uint32_t offset; // into ip_store
-    uint32_t depth;
-} stack_info_t;
+typedef struct node_s {
+    uintptr_t ip;
+    uint64_t path_hash; // hash of every ip from the root down to this one
+    uint32_t parent;    // 0: the outermost frame
+    uint32_t depth;     // frames from the root, this one included
+} node_t;
 
-static _Atomic uint32_t* slots;    // stack id, 0 = empty
-static stack_info_t* infos;        // by id
-static uintptr_t* ip_store;
-static _Atomic uint32_t next_id;   // last id handed out
-static _Atomic uint32_t ips_used;
-
-// Large, lazily backed reservations: only the pages a program's stacks touch cost memory.
-static void* reserve(size_t bytes) { return os_reserve(bytes); }
+static _Atomic uint32_t* slots; // node id, 0 = empty
+static node_t* nodes;           // by id, from 1
+static _Atomic uint32_t next_id;
 
 void stacks_init(void) {
-    slots = reserve(HL_STACK_SLOTS * sizeof(uint32_t));
-    infos = reserve((HL_STACK_MAX + 1) * sizeof(stack_info_t));
-    ip_store = reserve(HL_STACK_IPS * sizeof(uintptr_t));
-    if (!slots || !infos || !ip_store)
+    slots = os_reserve(HL_STACK_SLOTS * sizeof(uint32_t));
+    nodes = os_reserve((HL_STACK_NODES + 1) * sizeof(node_t));
+    if (!slots || !nodes)
         slots = NULL;
 }
 
-static inline uint64_t ips_hash(const uintptr_t* ips, int n) {
-    uint64_t h = 0x84222325cbf29ce4ull ^ (uint64_t)n;
-    for (int i = 0; i < n; i++) {
-        h ^= ips[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 32;
-    }
-    return h | 1;
+static inline uint64_t path_mix(uint64_t h, uintptr_t ip) {
+    h ^= ip + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return (h ^ (h >> 33)) | 1;
 }
 
-static inline int same_stack(uint32_t id, uint64_t h, const uintptr_t* ips, int n) {
-    const stack_info_t* in = &infos[id];
-    return in->hash == h && in->depth == (uint32_t)n &&
-           memcmp(&ip_store[in->offset], ips, (size_t)n * sizeof(uintptr_t)) == 0;
-}
-
-uint32_t stack_intern(const uintptr_t* ips, int n) {
-    if (hl_unlikely(!slots || n <= 0))
-        return 0;
-    uint64_t h = ips_hash(ips, n);
+// The node for (parent, ip) whose path hash is h, created if new. 0 when the table is full.
+static uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
     uint32_t i = (uint32_t)h & (HL_STACK_SLOTS - 1);
     uint32_t mine = 0;
     for (;;) {
         uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
         if (id == 0) {
             if (!mine) {
-                uint32_t off = atomic_fetch_add(&ips_used, (uint32_t)n);
                 mine = atomic_fetch_add(&next_id, 1) + 1;
-                if (off + (uint32_t)n > HL_STACK_IPS || mine > HL_STACK_MAX)
-                    return 0; // full: the event goes without a stack rather than not at all
-                memcpy(&ip_store[off], ips, (size_t)n * sizeof(uintptr_t));
-                infos[mine] = (stack_info_t){h, off, (uint32_t)n};
+                if (mine > HL_STACK_NODES)
+                    return 0;
+                nodes[mine] = (node_t){ip, h, parent, depth};
             }
             uint32_t expected = 0;
             if (atomic_compare_exchange_strong_explicit(&slots[i], &expected, mine,
@@ -76,17 +56,47 @@ uint32_t stack_intern(const uintptr_t* ips, int n) {
                 return mine;
             id = expected;
         }
-        if (same_stack(id, h, ips, n))
-            return id; // another thread published it first; our copy stays unused
+        const node_t* nd = &nodes[id];
+        if (nd->path_hash == h && nd->ip == ip && nd->parent == parent)
+            return id; // (a node made here but beaten to the slot stays unused)
         i = (i + 1) & (HL_STACK_SLOTS - 1);
     }
 }
 
-int stack_get(uint32_t id, const uintptr_t** ips) {
-    if (id == 0 || id > atomic_load(&next_id) || !infos)
+uint32_t stack_intern(const uintptr_t* ips, int n) {
+    if (hl_unlikely(!slots || n <= 0))
         return 0;
-    *ips = &ip_store[infos[id].offset];
-    return (int)infos[id].depth;
+    uint64_t h = 0;
+    for (int i = n - 1; i >= 0; i--)
+        h = path_mix(h, ips[i]);
+    // Seen before: the whole path's hash finds its innermost node at once.
+    uint32_t i = (uint32_t)h & (HL_STACK_SLOTS - 1);
+    for (;;) {
+        uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
+        if (id == 0)
+            break;
+        const node_t* nd = &nodes[id];
+        if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n)
+            return id;
+        i = (i + 1) & (HL_STACK_SLOTS - 1);
+    }
+    uint32_t parent = 0;
+    uint64_t ph = 0;
+    for (int k = n - 1; k >= 0; k--) {
+        ph = path_mix(ph, ips[k]);
+        parent = node_get(parent, ips[k], ph, (uint32_t)(n - k));
+        if (!parent)
+            return 0; // full: the event goes without a stack rather than not at all
+    }
+    return parent;
+}
+
+int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
+    if (id == 0 || id > atomic_load(&next_id) || !nodes)
+        return -1;
+    *ip = nodes[id].ip;
+    *parent = nodes[id].parent;
+    return 0;
 }
 
 uint32_t stack_count(void) { return atomic_load(&next_id); }

@@ -111,9 +111,12 @@ static void emit_info(void) {
     enc_u(&enc, (uint64_t)is_fork_child);
 }
 
-static void ensure_stack(uint32_t id) {
-    if (id == 0)
-        return;
+static int stack_is_emitted(uint32_t id) {
+    size_t byte = id >> 3;
+    return byte < stack_emitted_cap && (stack_emitted[byte] & (1u << (id & 7)));
+}
+
+static int stack_mark_emitted(uint32_t id) {
     size_t byte = id >> 3;
     if (byte >= stack_emitted_cap) {
         size_t cap = stack_emitted_cap ? stack_emitted_cap : 4096;
@@ -121,7 +124,7 @@ static void ensure_stack(uint32_t id) {
             cap *= 2;
         uint8_t* fresh = os_map(cap);
         if (!fresh)
-            return;
+            return -1;
         if (stack_emitted) {
             memcpy(fresh, stack_emitted, stack_emitted_cap);
             os_unmap(stack_emitted, stack_emitted_cap);
@@ -129,20 +132,35 @@ static void ensure_stack(uint32_t id) {
         stack_emitted = fresh;
         stack_emitted_cap = cap;
     }
-    if (stack_emitted[byte] & (1u << (id & 7)))
-        return;
-    const uintptr_t* ips;
-    int n = stack_get(id, &ips);
-    if (enc_reserve(&enc, 32 + (size_t)n * HL_VARINT_MAX) != 0)
-        return;
     stack_emitted[byte] |= (uint8_t)(1u << (id & 7));
-    enc_tag(&enc, REC_STACK);
-    enc_u(&enc, id);
-    enc_u(&enc, (uint64_t)n);
-    uintptr_t prev = 0;
-    for (int i = 0; i < n; i++) {
-        enc_s(&enc, (int64_t)(ips[i] - prev));
-        prev = ips[i];
+    return 0;
+}
+
+// Emits the FRAME records a stack id needs: its node and every ancestor not yet written,
+// outermost first, so the reader always knows a node's parent before the node.
+static void ensure_stack(uint32_t id) {
+    uint32_t chain[HL_MAX_DEPTH + 1];
+    int n = 0;
+    while (id && !stack_is_emitted(id) && n <= HL_MAX_DEPTH) {
+        uintptr_t ip;
+        uint32_t parent;
+        if (stack_node(id, &ip, &parent) != 0)
+            break;
+        chain[n++] = id;
+        id = parent;
+    }
+    while (n-- > 0) {
+        uintptr_t ip;
+        uint32_t parent;
+        stack_node(chain[n], &ip, &parent);
+        if (enc_reserve(&enc, 32) != 0 || stack_mark_emitted(chain[n]) != 0)
+            return;
+        enc_tag(&enc, REC_STACK);
+        enc_s(&enc, (int64_t)chain[n] - (int64_t)enc.last_stack);
+        enc_u(&enc, chain[n] - parent);
+        enc_s(&enc, (int64_t)(ip - enc.last_ip));
+        enc.last_ip = ip;
+        enc.last_stack = chain[n];
     }
 }
 
@@ -319,6 +337,8 @@ static void flush_chunk(void) {
     // Deltas restart per chunk, so each chunk decodes on its own after a damaged one.
     enc.last_time = 0;
     enc.last_addr = 0;
+    enc.last_ip = 0;
+    enc.last_stack = 0;
     last_flush_ns = clock_mono_ns();
 }
 
@@ -517,6 +537,8 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     enc.len = 0;
     enc.last_time = 0;
     enc.last_addr = 0;
+    enc.last_ip = 0;
+    enc.last_stack = 0;
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
     memset(thread_emitted, 0, sizeof thread_emitted);

@@ -270,8 +270,8 @@ static void on_module(model_t* m, const rd_record_t* r) {
 
 static void on_stack(model_t* m, const rd_record_t* r) {
     uint64_t id = r->u[0];
-    if (id >= 1u << 26)
-        return;
+    if (id >= 1u << 26 || r->u[1] >= id)
+        return; // a parent always has a smaller id: anything else is damage
     if (id >= m->nstacks) {
         size_t cap = m->nstacks;
         md_stack_t* fresh = grow(m->stacks, &cap, id + 1, sizeof *fresh);
@@ -281,11 +281,27 @@ static void on_stack(model_t* m, const rd_record_t* r) {
         m->nstacks = cap;
     }
     md_stack_t* s = &m->stacks[id];
-    free(s->ips);
-    s->ips = malloc(sizeof(uint64_t) * (r->nips + 1));
+    s->parent = (uint32_t)r->u[1];
+    s->ip = r->u[2];
+}
+
+const md_stack_t* model_stack(model_t* m, uint32_t id) {
+    if (id == 0 || id >= m->nstacks || !m->stacks[id].ip)
+        return NULL;
+    md_stack_t* s = &m->stacks[id];
     if (s->ips)
-        memcpy(s->ips, r->ips, sizeof(uint64_t) * r->nips);
-    s->n = s->ips ? r->nips : 0;
+        return s;
+    uint32_t n = 0;
+    for (uint32_t k = id; k && k < m->nstacks && n < 4096; k = m->stacks[k].parent)
+        n++;
+    s->ips = malloc(sizeof(uint64_t) * (n + 1));
+    if (!s->ips)
+        return NULL;
+    n = 0;
+    for (uint32_t k = id; k && k < m->nstacks && n < 4096; k = m->stacks[k].parent)
+        s->ips[n++] = m->stacks[k].ip;
+    s->n = n;
+    return s;
 }
 
 static void on_error(model_t* m, const rd_record_t* r) {

@@ -26,9 +26,13 @@ typedef struct md_module_s {
     int sym_handle; // symbolizer module, -1 until needed
 } md_module_t;
 
+// A stack, by id (a node of the trace's prefix tree). Its frames are built on first use by
+// model_stack(); ips is NULL until then.
 typedef struct md_stack_s {
-    uint64_t* ips;
+    uint64_t* ips;        // innermost first
     uint32_t n;
+    uint32_t parent;      // the stack of the callers (0: none)
+    uint64_t ip;          // this stack's innermost frame
     uint64_t allocations; // ALLOC records naming this stack
     uint64_t bytes;
     uint64_t live_blocks, live_bytes;
@@ -119,6 +123,9 @@ typedef struct model_s {
 // (m->read tells), or -errno with m->read.message set.
 int model_load(model_t* m, const char* path);
 void model_free(model_t* m);
+
+// The stack with this id with its frames filled in (innermost first), or NULL.
+const md_stack_t* model_stack(model_t* m, uint32_t id);
 
 // The module holding code address ip, or NULL.
 const md_module_t* model_module_of(const model_t* m, uint64_t ip);

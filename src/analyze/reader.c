@@ -17,6 +17,8 @@ typedef struct dec_s {
     int bad;
     int64_t last_time;
     uint64_t last_addr;
+    uint64_t last_ip;
+    uint64_t last_stack;
 } dec_t;
 
 static uint64_t get_u(dec_t* d) {
@@ -94,17 +96,14 @@ static int decode_record(dec_t* d, rd_record_t* r) {
         r->u[1] = get_u(d);
         break;
     case REC_STACK: {
-        r->u[0] = get_u(d);
-        uint64_t n = get_u(d);
-        if (d->bad || n > 4096 || ensure_scratch((size_t)n) != 0)
-            return -1;
-        uint64_t ip = 0;
-        for (uint64_t i = 0; i < n; i++) {
-            ip += (uint64_t)get_s(d);
-            scratch[i] = ip;
-        }
-        r->ips = scratch;
-        r->nips = (uint32_t)n;
+        d->last_stack += (uint64_t)get_s(d);
+        r->u[0] = d->last_stack;
+        uint64_t back = get_u(d);
+        if (back == 0 || back > r->u[0])
+            d->bad = 1;
+        r->u[1] = r->u[0] - back;
+        d->last_ip += (uint64_t)get_s(d);
+        r->u[2] = d->last_ip;
         break;
     }
     case REC_ALLOC:

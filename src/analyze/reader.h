@@ -20,9 +20,7 @@ typedef struct rd_record_s {
     uint64_t u[16];     // integer fields in the order format.h lists them
     int64_t time_ns;    // absolute time for timed records
     rd_str_t s[2];      // string fields in order
-    const uint64_t* ips; // REC_STACK frames (absolute), valid during the callback
-    uint32_t nips;
-    uint32_t nsegs;      // REC_MODULE segments in u[...]? no: in segs
+    uint32_t nsegs;       // REC_MODULE: segment count
     const uint64_t* segs; // REC_MODULE: nsegs x (vaddr, memsz, flags)
 } rd_record_t;
 

@@ -55,15 +55,15 @@ static const char* base_name(const char* p) {
 
 int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
     model_t* m = c->m;
-    if (stack == 0 || stack >= m->nstacks || !m->stacks[stack].ips) {
-        *out = NULL;
-        return 0;
-    }
-    if (c->frames[stack]) {
+    if (stack < m->nstacks && c->frames[stack]) {
         *out = c->frames[stack];
         return c->nframes[stack];
     }
-    const md_stack_t* s = &m->stacks[stack];
+    const md_stack_t* s = model_stack(m, stack);
+    if (!s) {
+        *out = NULL;
+        return 0;
+    }
     size_t cap = s->n * 2 + 4, n = 0;
     report_frame_t* fr = calloc(cap, sizeof *fr);
     if (!fr) {

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define HL_TRACE_MAGIC "HLTRACE"   // 8 bytes with its NUL
-#define HL_TRACE_VERSION 1u
+#define HL_TRACE_VERSION 2u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
 #define HL_FILE_HEADER_SIZE 16
 #define HL_CHUNK_HEADER_SIZE 12
@@ -42,7 +42,10 @@ enum hl_record_tag {
     REC_MODULE_GONE = 3,
     // index, tid
     REC_THREAD = 4,
-    // id, n, n x ip:s (each ip delta-coded against the previous one in this record)
+    // id:s, id - parent, ip:s. Stacks are a prefix tree: node id is the stack whose innermost
+    // frame is ip and whose callers are the stack `parent` (0: none; parent < id). id and ip
+    // are delta-coded against the previous STACK record of the chunk. A parent always comes
+    // before its children.
     REC_STACK = 5,
     // thread, dt:s, addr:s, size, stack, fn(HL_FN_*). The block's id is (thread, n): n counts
     // the ALLOC records of that thread so far, starting at 1.

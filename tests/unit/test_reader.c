@@ -34,16 +34,19 @@ static void build_records(buf_t* r) {
     str(r, "/bin/prog");
     str(r, "prog");
     u(r, 0);
+    // Stack 2 is main (0x1010) alone; stack 1 is f (0x1000) called from main.
     tag(r, REC_STACK);
-    u(r, 1), u(r, 2), sv(r, 0x1000), sv(r, 0x10);
+    sv(r, 2), u(r, 2), sv(r, 0x1010);   // id 2, parent 0
     tag(r, REC_STACK);
-    u(r, 2), u(r, 1), sv(r, 0x2000);
+    sv(r, 1), u(r, 1), sv(r, -0x10);    // id 3, parent 2
+    tag(r, REC_STACK);
+    sv(r, 1), u(r, 4), sv(r, 0x0);      // id 4, parent 0
     tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x5000), u(r, 100), u(r, 1), u(r, HL_FN_MALLOC);
+    u(r, 1), sv(r, 10), sv(r, 0x5000), u(r, 100), u(r, 3), u(r, HL_FN_MALLOC);
     tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 200), u(r, 2), u(r, HL_FN_NEW);
+    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 200), u(r, 4), u(r, HL_FN_NEW);
     tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 300), u(r, 1), u(r, HL_FN_CALLOC);
+    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 300), u(r, 3), u(r, HL_FN_CALLOC);
     tag(r, REC_FREE);
     u(r, 1), sv(r, 10), u(r, 1), u(r, 2), u(r, HL_FN_DELETE);
     tag(r, REC_SCAN);
@@ -108,9 +111,13 @@ TEST(model_totals_peak_and_leaks) {
     EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].bytes, 300);
     EXPECT_EQ_U(m.nrecords, 2);
     EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
-    EXPECT_EQ_U(m.records[0].stack, 1);
-    EXPECT_EQ_U(m.stacks[1].n, 2);
-    EXPECT_EQ_U(m.stacks[1].ips[1], 0x1010);
+    EXPECT_EQ_U(m.records[0].stack, 3);
+    const md_stack_t* st = model_stack(&m, 3);
+    ASSERT_TRUE(st != NULL);
+    EXPECT_EQ_U(st->n, 2);
+    EXPECT_EQ_U(st->ips[0], 0x1000);
+    EXPECT_EQ_U(st->ips[1], 0x1010);
+    EXPECT_TRUE(model_stack(&m, 99) == NULL);
     EXPECT_TRUE(m.has_end);
     EXPECT_TRUE(!m.read.is_truncated && !m.read.is_corrupt);
     model_free(&m);

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+// aggregate.h - a second streaming pass over a trace for the views people look at: the heap
+// over time, per call site numbers (peak, leaked, temporary), an allocation size histogram and
+// per-thread totals. Memory grows with the live blocks and the distinct stacks, never with events.
+#ifndef HL_AGGREGATE_H
+#define HL_AGGREGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "report.h"
+
+#define AG_DEFAULT_BUCKETS 1000
+#define AG_HIST_BUCKETS 65 // 0: size 0; k >= 1: sizes in [2^(k-1), 2^k)
+
+typedef struct ag_opts_s {
+    size_t max_buckets;    // timeline points at most (0: AG_DEFAULT_BUCKETS)
+    int has_from, has_to;
+    int64_t from_ns, to_ns; // window of events that count, inclusive
+    const char* filter;    // POSIX extended regex on function names, or NULL
+} ag_opts_t;
+
+// One timeline bucket: maxima over [time_ns, time_ns + bucket width).
+typedef struct ag_point_s {
+    int64_t time_ns;
+    uint64_t heap_bytes, heap_blocks; // the bucket's highest heap, and the blocks then
+    uint64_t mapped_bytes, rss_bytes; // maxima of the bucket
+} ag_point_t;
+
+typedef struct ag_site_s {
+    uint32_t stack;
+    int is_kept;                       // passes --filter (always 1 without one)
+    uint64_t allocations, bytes;       // allocated in the window
+    uint64_t frees;
+    uint64_t peak_bytes, peak_blocks;  // live at the peak
+    uint64_t leaked_bytes, leaked_blocks; // allocated in the window, live at the end
+    uint64_t leaked_kind_bytes[HL_NKINDS];
+    uint64_t temporary, temporary_bytes;
+    uint64_t live_bytes, live_blocks;  // scratch during the pass; live at the end afterwards
+    uint64_t epoch;                    // scratch: the peak epoch of the last change
+} ag_site_t;
+
+typedef struct ag_bucket_s {
+    uint64_t count, bytes;
+} ag_bucket_t;
+
+typedef struct ag_thread_s {
+    uint32_t index;
+    uint32_t tid; // 0 when the trace never named it
+    uint64_t allocations, bytes, frees, freed_bytes, temporary;
+} ag_thread_t;
+
+typedef struct ag_totals_s {
+    uint64_t allocations, bytes, frees, freed_bytes;
+    uint64_t temporary, temporary_bytes;
+    uint64_t leaked_bytes, leaked_blocks;
+    md_kind_total_t leaks[HL_NKINDS];
+    uint64_t sites; // kept call sites with an allocation in the window
+} ag_totals_t;
+
+typedef struct aggregate_s {
+    ag_opts_t opts;
+    int64_t start_ns, end_ns; // the window actually covered
+    int64_t bucket_ns;        // timeline bucket width
+    ag_point_t* timeline;
+    size_t ntimeline;
+    int64_t peak_time_ns; // exact: the first moment the (kept) heap reached its maximum
+    uint64_t peak_bytes, peak_blocks;
+    uint64_t mapped_peak, rss_peak;
+    ag_site_t* sites; // by stack id: nsites == model's nstacks (id 0: no stack)
+    size_t nsites;
+    ag_bucket_t hist[AG_HIST_BUCKETS];
+    ag_thread_t* threads; // by thread index
+    size_t nthreads;
+    ag_totals_t totals;
+    int is_filtered;
+} aggregate_t;
+
+// Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.
+int ag_parse_time(const char* s, int64_t* out_ns);
+
+// Run the pass over the trace at path, already loaded into c's model. Returns 0, or -errno with
+// a one-line reason in err (bad regex, unreadable file, out of memory).
+int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_opts_t* o,
+                    char* err, size_t errlen);
+void aggregate_free(aggregate_t* a);
+
+// Metrics a site can be ranked or drawn by.
+enum ag_metric {
+    AG_METRIC_ALLOCATIONS,
+    AG_METRIC_BYTES,
+    AG_METRIC_PEAK,
+    AG_METRIC_LEAKED,
+    AG_METRIC_TEMPORARY,
+    AG_METRIC_COUNT
+};
+int ag_metric_parse(const char* s); // -1 when unknown
+const char* ag_metric_name(int metric);
+uint64_t ag_site_metric(const ag_site_t* s, int metric);
+// Kept sites with a non-zero metric (or any activity when all is set), best first; returns the
+// count, *out malloc'd (caller frees), or -ENOMEM.
+long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out);
+
+// Histogram bucket bounds: [lo, hi) in bytes.
+void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);
+
+// --- the outputs (report_views.c, report_flame.c, report_pprof.c, report_massif.c) ----------
+typedef struct ag_view_opts_s {
+    int summary, histogram, timeline, threads;
+    int top;     // call sites shown (0: none)
+    int sort;    // AG_METRIC_*
+} ag_view_opts_t;
+
+void ag_views_text(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_view_opts_t* v);
+// Writes ",\n  \"summary\": ..." keys (each preceded by a comma) for inclusion in a JSON object.
+void ag_views_json(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_view_opts_t* v);
+
+int ag_write_collapsed(FILE* out, report_ctx_t* c, const aggregate_t* a, int metric);
+int ag_write_flamegraph(FILE* out, report_ctx_t* c, const aggregate_t* a, int metric,
+                        const char* title);
+int ag_write_pprof(FILE* out, report_ctx_t* c, const aggregate_t* a);
+int ag_write_massif(FILE* out, report_ctx_t* c, const aggregate_t* a);
+
+// Small helpers the writers share.
+// A frame's display name: its function, else "module+0xADDR", else "0xADDR".
+const char* ag_frame_name(const report_frame_t* f, char* buf, size_t cap);
+void ag_json_str(FILE* out, const char* s);
+void ag_json_stack(FILE* out, report_ctx_t* c, uint32_t stack);
+uint32_t ag_crc32(uint32_t crc, const void* data, size_t len);
+// gzip member with stored deflate blocks around data.
+int ag_write_gzip_stored(FILE* out, const void* data, size_t len);
+
+#endif

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// report_html.c - the HTML report: the page template, compiled into the binary from
+// src/analyze/html/report.html (the Makefile turns it into report_template.h, an array of its
+// bytes), with the report's JSON put in place of the marker {{HEAPLENS_DATA}} inside
+// <script type="application/json" id="data">. The page draws everything itself from that JSON.
+#include <string.h>
+
+#include "report_html.h"
+
+#if defined(__has_include)
+#if __has_include("report_template.h")
+#include "report_template.h" // static const unsigned char hl_report_template[]; (+ a 0 byte)
+#define HL_HAVE_TEMPLATE 1
+#endif
+#endif
+
+#ifndef HL_HAVE_TEMPLATE
+// Built without the generated header (the Makefile rule is missing): a bare page that still
+// carries the data, so nothing that depends on --html breaks.
+static const unsigned char hl_report_template[] =
+    "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>heaplens report</title></head>"
+    "<body><p>This heaplens was built without its report template; the data follows.</p>"
+    "<pre id=\"raw\"></pre><script type=\"application/json\" id=\"data\">{{HEAPLENS_DATA}}"
+    "</script><script>document.getElementById('raw').textContent="
+    "JSON.stringify(JSON.parse(document.getElementById('data').textContent),null,1);</script>"
+    "</body></html>\n";
+#endif
+
+#define MARKER "{{HEAPLENS_DATA}}"
+
+const char* report_html_template(size_t* len) {
+    const char* t = (const char*)hl_report_template;
+    *len = strlen(t); // the generated array ends with a 0 byte
+    return t;
+}
+
+// The JSON, made safe inside a <script> element. Outside strings JSON has no '<' at all, and
+// inside strings "\/" and "\u003c" are the same characters as "/" and "<", so this changes
+// nothing for JSON.parse while making "</script" and "<!--" impossible in the element's text.
+static void write_json_escaped(FILE* out, const char* s, size_t n) {
+    size_t from = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '<' || (s[i + 1] != '/' && s[i + 1] != '!'))
+            continue;
+        fwrite(s + from, 1, i - from, out);
+        fputs(s[i + 1] == '/' ? "<\\/" : "\\u003c!", out);
+        from = i + 2;
+        i++;
+    }
+    fwrite(s + from, 1, n - from, out);
+}
+
+int report_html(FILE* out, const char* json_text, size_t json_len) {
+    size_t len;
+    const char* t = report_html_template(&len);
+    const char* at = strstr(t, MARKER);
+    if (!at) // a template without its marker: an empty page is worse than a clear failure
+        return -1;
+    fwrite(t, 1, (size_t)(at - t), out);
+    if (json_text && json_len)
+        write_json_escaped(out, json_text, json_len);
+    else
+        fputs("null", out);
+    const char* rest = at + strlen(MARKER);
+    fwrite(rest, 1, len - (size_t)(rest - t), out);
+    return ferror(out) ? -1 : 0;
+}
