@@ -88,6 +88,7 @@ typedef struct hl_options_s {
     int no_follow;          // do not trace forked children or exec'd images
     int scan_at_exit;       // run the reachability scan at exit
     int is_disabled;        // HEAPLENS_DISABLE: pass everything through
+    int release_stacks;     // unwind releases too, so a double free names the first release
     char output[1024];      // trace path template: %p pid, %e program name
     char session[1024];     // file that lists every trace this session writes
 } hl_options_t;
@@ -199,6 +200,7 @@ int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no
 uint32_t stack_count(void);                          // ids are 1..stack_count()
 void stacks_init(void);
 uint32_t stack_capture(void); // unwind + intern, for the current call
+uint32_t stack_capture_release(void); // the same, for a release (its own reuse cache)
 void unwind_init(void);
 
 // ---------------------------------------------------------------------------------------------
@@ -213,7 +215,7 @@ typedef struct hl_block_s {
     uint64_t is_internal : 1; // made by the agent's own libraries: tracked, never reported
     uint64_t seq;       // owner thread's ALLOC count: the block id with thread
     uint32_t stack;
-    uint32_t thread;
+    uint32_t thread; // owner thread; once FREED, the stack that released the block
 } hl_block_t;
 
 enum hl_block_state { HL_BLOCK_EMPTY = 0, HL_BLOCK_LIVE = 1, HL_BLOCK_FREED = 2, HL_BLOCK_TOMB = 3 };
@@ -223,7 +225,7 @@ void live_insert(const hl_block_t* b);
 // Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
 // removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out), or
 // HL_BLOCK_EMPTY when the agent never saw it.
-int live_remove(uintptr_t addr, hl_block_t* out);
+int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack);
 int live_lookup(uintptr_t addr, hl_block_t* out);
 void live_lock_all(void);
 void live_unlock_all(void);
@@ -264,7 +266,9 @@ void hook_free(void* p, int fn);
 // ---------------------------------------------------------------------------------------------
 // errors.c: heap errors, written straight to the trace.
 // ---------------------------------------------------------------------------------------------
-void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block);
+// block: the block involved (NULL: none); release_stack: where it was released before (0: n/a)
+void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block,
+                  uint32_t release_stack);
 void error_check_guards_at_exit(void); // caller holds the writer lock
 int guard_is_intact(const hl_block_t* b);
 void guard_fill(void* p, size_t size);
@@ -288,9 +292,9 @@ void writer_lock(void);            // serialises direct writes from other thread
 // An ERROR record, written at once (errors are rare; the record carries everything the report
 // needs, so it may overtake the ring events of the same block).
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
-                      const hl_block_t* block);
+                      const hl_block_t* block, uint32_t release_stack);
 void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
-                             int fn, const hl_block_t* block);
+                             int fn, const hl_block_t* block, uint32_t release_stack);
 void writer_unlock(void);
 
 // ---------------------------------------------------------------------------------------------

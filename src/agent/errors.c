@@ -23,15 +23,16 @@ int guard_is_intact(const hl_block_t* b) {
     return 1;
 }
 
-void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block) {
+void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block,
+                  uint32_t release_stack) {
     uint32_t call_stack = stack_capture();
-    writer_put_error(kind, thread_self()->index, call_stack, addr, fn, block);
+    writer_put_error(kind, thread_self()->index, call_stack, addr, fn, block, release_stack);
 }
 
 static void check_one(const hl_block_t* b, void* arg) {
     (void)arg;
     if (b->guarded && !b->is_internal && !guard_is_intact(b))
-        writer_put_error_locked(HL_ERR_OVERFLOW, 0, 0, b->addr, 0, b);
+        writer_put_error_locked(HL_ERR_OVERFLOW, 0, 0, b->addr, 0, b, 0);
 }
 
 // At exit the blocks never released get their guards checked too (caller holds the world).

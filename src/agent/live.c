@@ -125,7 +125,7 @@ static hl_block_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
     }
 }
 
-int live_remove(uintptr_t addr, hl_block_t* out) {
+int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
     uint64_t h = addr_hash(addr);
     shard_t* s = shard_of(h);
     shard_lock(s);
@@ -135,6 +135,7 @@ int live_remove(uintptr_t addr, hl_block_t* out) {
         *out = *slot;
         if (state == HL_BLOCK_LIVE) {
             slot->state = HL_BLOCK_FREED;
+            slot->thread = release_stack;
             s->live--;
         }
     }

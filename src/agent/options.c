@@ -12,6 +12,7 @@ hl_options_t hl_opt = {
     .guard = 8,
     .sample_ms = 10,
     .scan_at_exit = 1,
+    .release_stacks = 1,
 };
 
 static int env_int(const char* name, int fallback, int lo, int hi) {
@@ -41,6 +42,7 @@ void options_load(void) {
     hl_opt.no_follow = env_int("HEAPLENS_NO_FOLLOW", 0, 0, 1);
     hl_opt.scan_at_exit = env_int("HEAPLENS_SCAN", 1, 0, 1);
     hl_opt.is_disabled = env_int("HEAPLENS_DISABLE", 0, 0, 1);
+    hl_opt.release_stacks = env_int("HEAPLENS_RELEASE_STACKS", 1, 0, 1);
     // Guards must keep the real block's alignment: round to the pointer size.
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
     strcpy(hl_opt.output, "heaplens.%e.%p.hl");

@@ -55,7 +55,7 @@ void record_internal_alloc(void* p, size_t size) {
 
 void record_internal_free(void* p) {
     hl_block_t b;
-    live_remove((uintptr_t)p, &b);
+    live_remove((uintptr_t)p, &b, 0);
 }
 
 static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
@@ -66,14 +66,16 @@ int record_free(hl_thread_t* t, void* p, int fn) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return 1;
     hl_block_t b;
-    int state = live_remove((uintptr_t)p, &b);
+    // Where the block is released is kept with it, for a double free to name both places.
+    uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
+    int state = live_remove((uintptr_t)p, &b, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (hl_unlikely(b.is_internal))
             return 1;
         if (hl_unlikely(hl_fn_family((int)b.fn) != hl_fn_family(fn)))
-            error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b);
+            error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b, 0);
         if (b.guarded && hl_unlikely(!guard_is_intact(&b)))
-            error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b);
+            error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b, 0);
         push_free(t, &b, fn);
         if (hl_unlikely(t->park_pending))
             scan_park_self();
@@ -82,7 +84,8 @@ int record_free(hl_thread_t* t, void* p, int fn) {
     if (!agent_is_from_start())
         return 1; // allocated before the agent came: not ours to judge
     error_report(state == HL_BLOCK_FREED ? HL_ERR_DOUBLE_FREE : HL_ERR_INVALID_FREE, fn,
-                 (uintptr_t)p, state == HL_BLOCK_FREED ? &b : NULL);
+                 (uintptr_t)p, state == HL_BLOCK_FREED ? &b : NULL,
+                 state == HL_BLOCK_FREED ? b.thread : 0);
     return 0;
 }
 
@@ -91,18 +94,19 @@ int record_free(hl_thread_t* t, void* p, int fn) {
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return -1;
-    int state = live_remove((uintptr_t)p, old);
+    uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
+    int state = live_remove((uintptr_t)p, old, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
-            error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old);
+            error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
         return 0;
     }
     if (!agent_is_from_start())
         return 1;
     if (state == HL_BLOCK_FREED)
-        error_report(HL_ERR_REALLOC_FREED, HL_FN_REALLOC, (uintptr_t)p, old);
+        error_report(HL_ERR_REALLOC_FREED, HL_FN_REALLOC, (uintptr_t)p, old, old->thread);
     else
-        error_report(HL_ERR_INVALID_FREE, HL_FN_REALLOC, (uintptr_t)p, NULL);
+        error_report(HL_ERR_INVALID_FREE, HL_FN_REALLOC, (uintptr_t)p, NULL, 0);
     return 2;
 }
 

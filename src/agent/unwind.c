@@ -367,7 +367,7 @@ typedef struct last_stack_s {
 
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
-    last_stack_t last;
+    last_stack_t last[2]; // one for allocations, one for releases: loops alternate them
 } unwind_state_t;
 
 static unwind_state_t* thread_state(void) {
@@ -446,7 +446,7 @@ int unwind_here(uintptr_t* ips, int max) {
     return n < 0 ? unwind_general(ips, max) : n;
 }
 
-uint32_t stack_capture(void) {
+static HL_NOINLINE uint32_t capture(int which) {
     uintptr_t ip, sp, rbp;
     int max = hl_opt.depth;
     unwind_state_t* st = thread_state();
@@ -454,7 +454,7 @@ uint32_t stack_capture(void) {
         uintptr_t ips[HL_MAX_DEPTH];
         return stack_intern(ips, unwind_general(ips, max));
     }
-    last_stack_t* last = &st->last;
+    last_stack_t* last = &st->last[which];
     if (last->n > 0 && last->sp0 == sp && last->ips[0] == ip) {
         int k = 0;
         while (k < last->n - 1 && *(const uintptr_t*)last->slots[k] == last->ips[k + 1])
@@ -475,6 +475,9 @@ uint32_t stack_capture(void) {
     last->id = stack_intern(last->ips, n);
     return last->id;
 }
+
+uint32_t stack_capture(void) { return capture(0); }
+uint32_t stack_capture_release(void) { return capture(1); }
 #else
 int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
 
@@ -482,6 +485,7 @@ uint32_t stack_capture(void) {
     uintptr_t ips[HL_MAX_DEPTH];
     return stack_intern(ips, unwind_general(ips, hl_opt.depth));
 }
+uint32_t stack_capture_release(void) { return stack_capture(); }
 #endif
 
 void unwind_init(void) {}

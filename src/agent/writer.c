@@ -464,9 +464,10 @@ void writer_flush_sync(void) {
 }
 
 void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
-                             int fn, const hl_block_t* block) {
+                             int fn, const hl_block_t* block, uint32_t release_stack) {
     preamble();
     ensure_stack(call_stack);
+    ensure_stack(release_stack);
     if (block)
         ensure_stack(block->stack);
     if (enc_reserve(&enc, 160) == 0) {
@@ -484,15 +485,15 @@ void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uin
             enc_u(&enc, block->size);
             enc_u(&enc, block->stack);
             enc_u(&enc, block->fn);
-            enc_u(&enc, 0);
+            enc_u(&enc, release_stack);
         }
     }
 }
 
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
-                      const hl_block_t* block) {
+                      const hl_block_t* block, uint32_t release_stack) {
     writer_lock();
-    writer_put_error_locked(kind, thread, call_stack, addr, fn, block);
+    writer_put_error_locked(kind, thread, call_stack, addr, fn, block, release_stack);
     writer_unlock();
 }
 

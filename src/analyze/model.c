@@ -318,6 +318,7 @@ static void on_error(model_t* m, const rd_record_t* r) {
     e->block_size = r->u[8];
     e->alloc_stack = (uint32_t)r->u[9];
     e->alloc_fn = (int)r->u[10];
+    e->release_stack = (uint32_t)r->u[11];
     e->time_ns = r->time_ns;
 }
 

@@ -58,6 +58,7 @@ typedef struct md_error_s {
     uint64_t block_size;
     uint32_t alloc_stack;
     int alloc_fn;
+    uint32_t release_stack; // where the block was released before (double free), else 0
     int64_t time_ns;
 } md_error_t;
 

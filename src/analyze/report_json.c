@@ -124,6 +124,10 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
             fprintf(out, ", \"block_size\": %llu, \"alloc_call\": \"%s\", \"alloc_stack\": ",
                     (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
             jstack(out, c, e->alloc_stack);
+            if (e->release_stack) {
+                fputs(", \"release_stack\": ", out);
+                jstack(out, c, e->release_stack);
+            }
         }
         fputc('}', out);
     }

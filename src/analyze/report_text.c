@@ -94,6 +94,10 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                                                                                      : "free'd, alloc'd",
                     hl_fn_name(e->alloc_fn));
             print_stack(out, c, e->alloc_stack);
+            if (e->release_stack) {
+                fprintf(out, P " and released by:\n");
+                print_stack(out, c, e->release_stack);
+            }
         }
         fprintf(out, P "\n");
     }

@@ -164,7 +164,7 @@ static void text_top(FILE* out, report_ctx_t* c, const aggregate_t* a, int top, 
     long n = ag_sorted_sites(a, sort, &v);
     if (n < 0)
         return;
-    char w[5][32];
+    char w[6][32];
     fprintf(out, "TOP %d CALL SITES BY %s (%ld with any)\n", top, ag_metric_name(sort), n);
     text_window(out, a);
     for (long i = 0; i < n && i < top; i++) {
@@ -174,8 +174,8 @@ static void text_top(FILE* out, report_ctx_t* c, const aggregate_t* a, int top, 
                 i + 1, ag_metric_name(sort), commas(w[0], sizeof w[0], ag_site_metric(s, sort)),
                 commas(w[1], sizeof w[1], s->allocations), commas(w[2], sizeof w[2], s->bytes),
                 commas(w[3], sizeof w[3], s->peak_bytes),
-                commas(w[4], sizeof w[4], s->leaked_bytes), commas(w[0], sizeof w[0],
-                                                                   s->temporary));
+                commas(w[4], sizeof w[4], s->leaked_bytes),
+                commas(w[5], sizeof w[5], s->temporary));
         text_stack(out, c, s->stack);
     }
     if (n == 0)

@@ -35,7 +35,25 @@ static void usage(FILE* out) {
           "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
           "  --error-exitcode=N       exit N when leaks (definite, indirect) or heap errors exist\n"
           "  --sysroot DIR            look up the traced binaries under DIR\n"
-          "  -q, --quiet              no report on stderr\n",
+          "  -q, --quiet              no report on stderr\n"
+          "report views (heaplens report; text on stdout, or keys of the --json object):\n"
+          "  --summary                totals, peak and when, leaks by kind, temporary allocations\n"
+          "  --top N                  the N biggest call sites, with their stacks\n"
+          "  --sort KEY               rank call sites by allocations, bytes (default), peak,\n"
+          "                           leaked or temporary\n"
+          "  --histogram              allocation sizes in power-of-two buckets\n"
+          "  --timeline               heap, mapped and RSS bytes over time\n"
+          "  --threads                allocations, bytes and frees per thread\n"
+          "  --from T, --to T         count only events in this window (ns; or us, ms, s suffix)\n"
+          "  --filter REGEX           only call sites with a function matching (POSIX extended)\n"
+          "  --buckets N              timeline points at most (default 1000)\n"
+          "report files (heaplens report; '-' for stdout):\n"
+          "  --collapsed FILE         folded stacks \"main;f;g VALUE\" (flamegraph.pl, speedscope)\n"
+          "  --metric M               what --collapsed and --flamegraph count: allocations, bytes\n"
+          "                           (default), peak, leaked or temporary\n"
+          "  --flamegraph FILE.svg    a standalone SVG flame graph\n"
+          "  --pprof FILE.pb.gz       pprof profile (alloc/inuse objects and space)\n"
+          "  --massif FILE            Valgrind massif format, for ms_print and massif-visualizer\n",
           out);
 }
 

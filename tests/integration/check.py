@@ -89,8 +89,12 @@ def make_env(j):
     def errs_alloc(kind, fn):
         return sum(1 for e in errors if (not kind or e.get("kind") == kind) and fn_in(e.get("alloc_stack"), fn))
 
+    def errs_release(kind, fn):
+        return sum(1 for e in errors if (not kind or e.get("kind") == kind) and fn_in(e.get("release_stack"), fn))
+
     return {
         "j": j,
+        "errs_release": errs_release,
         "process": j.get("process", {}),
         "end": j.get("end", {}),
         "scanned": j.get("scanned"),

@@ -1,0 +1,577 @@
+// SPDX-License-Identifier: MIT
+// cmd_diff.c - heaplens diff OLD.hl NEW.hl: what grew between two traces, by call site.
+// Sites are matched by their symbolized stack (function names and source files, innermost
+// first; module + offset for frames without a symbol), never by address, so two runs of the same
+// program - different ASLR, even a rebuilt binary - line up. Per site: allocations, bytes
+// allocated, bytes still live at exit, and leaked bytes (definitely + indirectly lost, after the
+// reachability scan). Text (sorted by growth), --json, --html (the report page in diff mode).
+//
+// Also heaplens html REPORT.json [-o PAGE.html]: the report page for a JSON report written
+// earlier (by --json, or by another tool in the same shape).
+//
+// Missing: bytes live per site at the peak. The model keeps per-stack totals and what is live
+// at exit, not a per-stack peak; "peak_bytes" is left out of the sites (the page and the text
+// say so) and only the process-wide peak is compared.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analyze/report_html.h"
+#include "cli.h"
+
+enum { M_ALLOCS, M_BYTES, M_LIVE, M_LEAKED, NMETRIC };
+static const char* const metric_key[NMETRIC] = {"allocations", "bytes", "live_bytes",
+                                                "leaked_bytes"};
+
+typedef struct dsite_s {
+    char* key;
+    uint64_t hash;
+    uint32_t stack[2];  // a representative stack id in old [0] and new [1] (0: absent)
+    uint64_t v[2][NMETRIC];
+} dsite_t;
+
+typedef struct dtable_s {
+    dsite_t* v;
+    size_t n, cap;
+    size_t* slots; // 1 + index into v, 0 empty; power-of-two size
+    size_t nslots;
+} dtable_t;
+
+typedef struct dside_s {
+    const char* path;
+    model_t* m;
+    report_ctx_t* ctx;
+    uint64_t leaked_bytes;
+} dside_t;
+
+static uint64_t fnv(const char* s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static dsite_t* dt_get(dtable_t* t, const char* key) {
+    if (t->n * 2 >= t->nslots) {
+        size_t ns = t->nslots ? t->nslots * 2 : 1024;
+        size_t* fresh = calloc(ns, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t j = t->v[i].hash & (ns - 1);
+            while (fresh[j])
+                j = (j + 1) & (ns - 1);
+            fresh[j] = i + 1;
+        }
+        free(t->slots);
+        t->slots = fresh;
+        t->nslots = ns;
+    }
+    uint64_t h = fnv(key);
+    size_t j = h & (t->nslots - 1);
+    for (; t->slots[j]; j = (j + 1) & (t->nslots - 1)) {
+        dsite_t* s = &t->v[t->slots[j] - 1];
+        if (s->hash == h && strcmp(s->key, key) == 0)
+            return s;
+    }
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        dsite_t* fresh = realloc(t->v, nc * sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        t->v = fresh;
+        t->cap = nc;
+    }
+    dsite_t* s = &t->v[t->n];
+    memset(s, 0, sizeof *s);
+    s->key = strdup(key);
+    if (!s->key)
+        return NULL;
+    s->hash = h;
+    t->slots[j] = ++t->n;
+    return s;
+}
+
+static void dt_free(dtable_t* t) {
+    for (size_t i = 0; i < t->n; i++)
+        free(t->v[i].key);
+    free(t->v);
+    free(t->slots);
+}
+
+// The matching key of a stack: "function\tfile\n" per frame; module+offset without a symbol.
+static char* stack_key(dside_t* d, uint32_t stack) {
+    const report_frame_t* fr;
+    int n = report_stack(d->ctx, stack, &fr);
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        if (fr[i].function) {
+            fprintf(f, "%s\t%s\n", fr[i].function, fr[i].file ? fr[i].file : "");
+        } else {
+            const md_module_t* md = model_module_of(d->m, fr[i].address);
+            fprintf(f, "%s+0x%llx\t\n", fr[i].module ? fr[i].module : "?",
+                    md ? fr[i].address - (unsigned long long)md->bias : fr[i].address);
+        }
+    }
+    if (n == 0)
+        fprintf(f, "(no stack %u)\n", stack);
+    fclose(f);
+    return buf;
+}
+
+static int add_side(dtable_t* t, dside_t* d, int side) {
+    model_t* m = d->m;
+    char** keys = calloc(m->nstacks + 1, sizeof *keys); // per stack id, made once
+    if (!keys)
+        return -1;
+    int rc = 0;
+    for (size_t id = 1; id < m->nstacks && rc == 0; id++) {
+        const md_stack_t* s = &m->stacks[id];
+        if (!s->allocations && !s->live_bytes)
+            continue;
+        keys[id] = stack_key(d, (uint32_t)id);
+        dsite_t* ds = keys[id] ? dt_get(t, keys[id]) : NULL;
+        if (!ds) {
+            rc = -1;
+            break;
+        }
+        if (!ds->stack[side])
+            ds->stack[side] = (uint32_t)id;
+        ds->v[side][M_ALLOCS] += s->allocations;
+        ds->v[side][M_BYTES] += s->bytes;
+        ds->v[side][M_LIVE] += s->live_bytes;
+    }
+    report_leaks_t lk;
+    report_leaks(d->ctx, NULL, &lk);
+    d->leaked_bytes = lk.kinds[HL_LEAK_DEFINITE].bytes + lk.kinds[HL_LEAK_INDIRECT].bytes;
+    for (size_t i = 0; i < lk.nrecords && rc == 0; i++) {
+        const md_leak_record_t* r = lk.records[i];
+        if (r->kind != HL_LEAK_DEFINITE && r->kind != HL_LEAK_INDIRECT)
+            continue;
+        int known = r->stack < m->nstacks && keys[r->stack];
+        char* k = known ? keys[r->stack] : stack_key(d, r->stack);
+        dsite_t* ds = k ? dt_get(t, k) : NULL;
+        if (!known)
+            free(k);
+        if (!ds) {
+            rc = -1;
+            break;
+        }
+        if (!ds->stack[side])
+            ds->stack[side] = r->stack;
+        ds->v[side][M_LEAKED] += r->bytes;
+    }
+    for (size_t id = 0; id <= m->nstacks; id++)
+        free(keys[id]);
+    free(keys);
+    return rc;
+}
+
+static int g_sort = M_BYTES;
+
+static long long delta(const dsite_t* s, int k) {
+    return (long long)s->v[1][k] - (long long)s->v[0][k];
+}
+
+static int by_growth(const void* a, const void* b) {
+    const dsite_t* x = a;
+    const dsite_t* y = b;
+    long long dx = delta(x, g_sort), dy = delta(y, g_sort);
+    if (dx != dy)
+        return dx < dy ? 1 : -1;
+    for (int k = 0; k < NMETRIC; k++)
+        if (delta(x, k) != delta(y, k))
+            return delta(x, k) < delta(y, k) ? 1 : -1;
+    return strcmp(x->key, y->key);
+}
+
+static const char* human(long long v, char* buf, size_t cap, int is_signed) {
+    const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double a = v < 0 ? -(double)v : (double)v;
+    int i = 0;
+    while (a >= 1024 && i < 4) {
+        a /= 1024;
+        i++;
+    }
+    const char* sign = v < 0 ? "-" : is_signed && v > 0 ? "+" : "";
+    if (i == 0)
+        snprintf(buf, cap, "%s%.0f B", sign, a);
+    else
+        snprintf(buf, cap, "%s%.*f %s", sign, a < 10 ? 2 : a < 100 ? 1 : 0, a, u[i]);
+    return buf;
+}
+
+static const char* status_of(const dsite_t* s) {
+    return !s->stack[0] ? "new" : !s->stack[1] ? "gone" : "both";
+}
+
+// "function (file:line) < caller" for the text: the first two named frames.
+static void site_label(dside_t* sides, const dsite_t* s, char* buf, size_t cap) {
+    int side = s->stack[1] ? 1 : 0;
+    const report_frame_t* fr;
+    int n = report_stack(sides[side].ctx, s->stack[side], &fr);
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0, shown = 0; i < n && shown < 3 && len + 1 < cap; i++) {
+        const report_frame_t* f = &fr[i];
+        const char* file = f->file ? strrchr(f->file, '/') : NULL;
+        file = file ? file + 1 : f->file;
+        int w;
+        if (f->function && file)
+            w = snprintf(buf + len, cap - len, "%s%s (%s:%u)", shown ? " < " : "", f->function, file,
+                         f->line);
+        else if (f->function)
+            w = snprintf(buf + len, cap - len, "%s%s", shown ? " < " : "", f->function);
+        else
+            w = snprintf(buf + len, cap - len, "%s%s@0x%llx", shown ? " < " : "",
+                         f->module ? f->module : "?", f->address);
+        if (w < 0)
+            break;
+        len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
+        shown++;
+    }
+    if (n == 0)
+        snprintf(buf, cap, "(no stack)");
+}
+
+static void jstr(FILE* out, const char* s) {
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (const unsigned char* p = (const unsigned char*)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void jstack(FILE* out, report_ctx_t* c, uint32_t stack) {
+    const report_frame_t* fr;
+    int n = report_stack(c, stack, &fr);
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        const report_frame_t* f = &fr[i];
+        fprintf(out, "%s{\"function\": ", i ? ", " : "");
+        jstr(out, f->function);
+        fputs(", \"file\": ", out);
+        jstr(out, f->file);
+        fprintf(out, ", \"line\": %u, \"module\": ", f->line);
+        jstr(out, f->module);
+        fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
+                f->is_inlined ? "true" : "false");
+    }
+    fputc(']', out);
+}
+
+static void jside(FILE* out, const dside_t* d) {
+    const model_t* m = d->m;
+    fputs("{\"trace\": ", out);
+    jstr(out, d->path);
+    fputs(", \"exe\": ", out);
+    jstr(out, m->exe);
+    fputs(", \"argv\": [", out);
+    for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
+        if (!first)
+            fputs(", ", out);
+        jstr(out, m->argv + i);
+    }
+    fprintf(out,
+            "], \"totals\": {\"allocations\": %llu, \"bytes_allocated\": %llu, "
+            "\"peak_heap_bytes\": %llu, \"in_use_bytes\": %llu, \"leaked_bytes\": %llu, "
+            "\"rss_peak\": %llu}}",
+            (unsigned long long)m->allocations, (unsigned long long)m->bytes_allocated,
+            (unsigned long long)m->peak_bytes, (unsigned long long)m->heap_bytes,
+            (unsigned long long)d->leaked_bytes, (unsigned long long)m->rss_peak);
+}
+
+static const char* const MISSING =
+    "per-site bytes at the peak (the model keeps per-stack totals and what is live at exit, "
+    "not a per-stack peak; only the process-wide peak is compared)";
+
+static int write_json(FILE* out, dside_t* sides, const dtable_t* t) {
+    fputs("{\n\"diff\": {\n\"old\": ", out);
+    jside(out, &sides[0]);
+    fputs(",\n\"new\": ", out);
+    jside(out, &sides[1]);
+    fprintf(out, ",\n\"sort\": \"%s\",\n\"missing\": [", metric_key[g_sort]);
+    jstr(out, MISSING);
+    fputs("],\n\"sites\": [", out);
+    for (size_t i = 0; i < t->n; i++) {
+        const dsite_t* s = &t->v[i];
+        int side = s->stack[1] ? 1 : 0;
+        fprintf(out, "%s\n{\"status\": \"%s\"", i ? "," : "", status_of(s));
+        for (int k = 0; k < NMETRIC; k++)
+            fprintf(out, ", \"%s\": {\"old\": %llu, \"new\": %llu, \"delta\": %lld}", metric_key[k],
+                    (unsigned long long)s->v[0][k], (unsigned long long)s->v[1][k], delta(s, k));
+        fputs(", \"stack\": ", out);
+        jstack(out, sides[side].ctx, s->stack[side]);
+        fputc('}', out);
+    }
+    fputs("\n]\n}\n}\n", out);
+    return ferror(out) ? -1 : 0;
+}
+
+static FILE* open_out(const char* path) {
+    return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+}
+
+static int close_out(FILE* f) {
+    if (f == stdout)
+        return fflush(f) == 0 ? 0 : -1;
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static void write_text(FILE* out, dside_t* sides, const dtable_t* t, size_t top) {
+    const model_t* o = sides[0].m;
+    const model_t* n = sides[1].m;
+    char a[32], b[32], c[32];
+    fprintf(out, "heaplens diff: %s -> %s\n", sides[0].path, sides[1].path);
+    fprintf(out, "  peak heap        %10s -> %10s  %11s\n", human((long long)o->peak_bytes, a, 32, 0),
+            human((long long)n->peak_bytes, b, 32, 0),
+            human((long long)n->peak_bytes - (long long)o->peak_bytes, c, 32, 1));
+    fprintf(out, "  bytes allocated  %10s -> %10s  %11s\n",
+            human((long long)o->bytes_allocated, a, 32, 0),
+            human((long long)n->bytes_allocated, b, 32, 0),
+            human((long long)n->bytes_allocated - (long long)o->bytes_allocated, c, 32, 1));
+    fprintf(out, "  allocations      %10llu -> %10llu  %+11lld\n",
+            (unsigned long long)o->allocations, (unsigned long long)n->allocations,
+            (long long)n->allocations - (long long)o->allocations);
+    fprintf(out, "  leaked           %10s -> %10s  %11s\n",
+            human((long long)sides[0].leaked_bytes, a, 32, 0),
+            human((long long)sides[1].leaked_bytes, b, 32, 0),
+            human((long long)sides[1].leaked_bytes - (long long)sides[0].leaked_bytes, c, 32, 1));
+    size_t grown = 0;
+    for (size_t i = 0; i < t->n; i++)
+        grown += delta(&t->v[i], g_sort) > 0;
+    fprintf(out, "\nsites that grew in %s: %zu of %zu (top %zu; note: no per-site peak yet)\n",
+            g_sort == M_BYTES ? "bytes allocated" : metric_key[g_sort], grown, t->n,
+            top < grown ? top : grown);
+    fprintf(out, "  %3s %11s %11s %11s %11s  %s\n", "#", "bytes", "allocs", "live@exit", "leaked",
+            "site");
+    char label[1024];
+    for (size_t i = 0, shown = 0; i < t->n && shown < top; i++) {
+        const dsite_t* s = &t->v[i];
+        if (delta(s, g_sort) <= 0)
+            break;
+        site_label(sides, s, label, sizeof label);
+        char d[32];
+        fprintf(out, "  %3zu %11s %+11lld %11s %11s  %s%s\n", ++shown,
+                human(delta(s, M_BYTES), a, 32, 1), delta(s, M_ALLOCS),
+                human(delta(s, M_LIVE), b, 32, 1), human(delta(s, M_LEAKED), d, 32, 1), label,
+                s->stack[0] ? "" : "  [new]");
+    }
+}
+
+static int load_side(dside_t* d, const char* path, const char* sysroot) {
+    d->path = path;
+    d->m = calloc(1, sizeof *d->m);
+    if (!d->m) {
+        cli_error("out of memory");
+        return -1;
+    }
+    if (model_load(d->m, path) != 0) {
+        cli_error("%s: %s", path, d->m->read.message);
+        return -1;
+    }
+    if (d->m->read.is_truncated || d->m->read.is_corrupt)
+        cli_error("%s: %s (using what was readable)", path, d->m->read.message);
+    d->ctx = report_ctx_new(d->m, sysroot);
+    if (!d->ctx) {
+        cli_error("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void free_side(dside_t* d) {
+    if (d->ctx)
+        report_ctx_free(d->ctx);
+    if (d->m) {
+        model_free(d->m);
+        free(d->m);
+    }
+}
+
+static void diff_usage(FILE* out) {
+    fputs("usage: heaplens diff [options] OLD.hl NEW.hl\n"
+          "  --json FILE     the comparison as JSON ('-' for stdout)\n"
+          "  --html FILE     the comparison as a self-contained HTML page\n"
+          "  --sort KEY      bytes (default), allocations, live, leaked\n"
+          "  -n N            sites listed in the text (default 20)\n"
+          "  --sysroot DIR   look up the traced binaries under DIR\n"
+          "  -q, --quiet     no text report\n",
+          out);
+}
+
+int cmd_diff(int argc, char** argv) {
+    const char *paths[2] = {NULL, NULL}, *json = NULL, *html = NULL, *sysroot = NULL;
+    int quiet = 0;
+    long top = 20;
+    g_sort = M_BYTES;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        const char* v = NULL;
+#define OPT(name) (!strcmp(a, name) && i + 1 < argc ? (v = argv[++i]) : \
+                   !strncmp(a, name "=", sizeof name) ? (v = a + sizeof name) : NULL)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            diff_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (OPT("--json")) {
+            json = v;
+        } else if (OPT("--html")) {
+            html = v;
+        } else if (OPT("--sysroot")) {
+            sysroot = v;
+        } else if (OPT("-n")) {
+            char* end;
+            top = strtol(v, &end, 10);
+            if (*end || top < 0) {
+                cli_error("diff: -n: expected a number, got '%s'", v);
+                return 2;
+            }
+        } else if (OPT("--sort")) {
+            if (!strcmp(v, "bytes"))
+                g_sort = M_BYTES;
+            else if (!strcmp(v, "allocations") || !strcmp(v, "allocs"))
+                g_sort = M_ALLOCS;
+            else if (!strcmp(v, "live"))
+                g_sort = M_LIVE;
+            else if (!strcmp(v, "leaked"))
+                g_sort = M_LEAKED;
+            else if (!strcmp(v, "peak")) {
+                cli_error("diff: --sort peak: the traces' model has no per-site peak yet "
+                          "(bytes, allocations, live, leaked)");
+                return 2;
+            } else {
+                cli_error("diff: --sort: unknown key '%s' (bytes, allocations, live, leaked)", v);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            cli_error("diff: unknown option '%s'", a);
+            return 2;
+        } else if (!paths[0]) {
+            paths[0] = a;
+        } else if (!paths[1]) {
+            paths[1] = a;
+        } else {
+            cli_error("diff: two traces, not more ('%s')", a);
+            return 2;
+        }
+#undef OPT
+    }
+    if (!paths[1]) {
+        cli_error("diff: which traces? usage: heaplens diff [options] OLD.hl NEW.hl");
+        return 2;
+    }
+    dside_t sides[2];
+    memset(sides, 0, sizeof sides);
+    dtable_t t;
+    memset(&t, 0, sizeof t);
+    int status = 0;
+    if (load_side(&sides[0], paths[0], sysroot) != 0 || load_side(&sides[1], paths[1], sysroot) != 0 ||
+        add_side(&t, &sides[0], 0) != 0 || add_side(&t, &sides[1], 1) != 0) {
+        if (!status)
+            cli_error("diff: cannot compare the traces");
+        status = 1;
+        goto done;
+    }
+    if (t.n)
+        qsort(t.v, t.n, sizeof *t.v, by_growth);
+    if (!quiet)
+        write_text(stdout, sides, &t, (size_t)top);
+    if (json) {
+        FILE* f = open_out(json);
+        if (!f || write_json(f, sides, &t) != 0 || close_out(f) != 0) {
+            cli_error("%s: cannot write the JSON diff", json);
+            status = 1;
+        }
+    }
+    if (html) {
+        char* buf = NULL;
+        size_t len = 0;
+        FILE* mem = open_memstream(&buf, &len);
+        int bad = !mem || write_json(mem, sides, &t) != 0;
+        if (mem)
+            fclose(mem);
+        FILE* f = bad ? NULL : open_out(html);
+        if (!f || report_html(f, buf, len) != 0 || close_out(f) != 0) {
+            cli_error("%s: cannot write the HTML diff", html);
+            status = 1;
+        }
+        free(buf);
+    }
+done:
+    dt_free(&t);
+    free_side(&sides[0]);
+    free_side(&sides[1]);
+    return status;
+}
+
+// heaplens html REPORT.json [-o PAGE.html]: the page for a JSON report written earlier.
+int cmd_html(int argc, char** argv) {
+    const char *in = NULL, *out = "-";
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
+            out = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error("html: unknown option '%s' (usage: heaplens html REPORT.json [-o PAGE.html])",
+                      argv[i]);
+            return 2;
+        } else
+            in = argv[i];
+    }
+    if (!in) {
+        cli_error("html: which JSON report? usage: heaplens html REPORT.json [-o PAGE.html]");
+        return 2;
+    }
+    FILE* f = strcmp(in, "-") == 0 ? stdin : fopen(in, "r");
+    if (!f) {
+        cli_error("%s: %s", in, strerror(errno));
+        return 1;
+    }
+    char* buf = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len + 65536 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char* fresh = realloc(buf, cap);
+            if (!fresh) {
+                free(buf);
+                cli_error("out of memory");
+                return 1;
+            }
+            buf = fresh;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    int rd_err = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (rd_err) {
+        free(buf);
+        cli_error("%s: read error", in);
+        return 1;
+    }
+    FILE* o = open_out(out);
+    int rc = !o || report_html(o, buf, len) != 0 || close_out(o) != 0;
+    if (rc)
+        cli_error("%s: cannot write the page", out);
+    free(buf);
+    return rc;
+}
