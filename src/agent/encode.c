@@ -38,7 +38,10 @@ void enc_bytes(hl_enc_t* e, const void* p, size_t n) {
     e->len += n;
 }
 
-void enc_time(hl_enc_t* e, int64_t t) {
+// Times are written in microseconds: events a few hundred nanoseconds apart then share one
+// value, and their deltas (mostly 0) compress to almost nothing.
+void enc_time(hl_enc_t* e, int64_t t_ns) {
+    int64_t t = t_ns / 1000;
     enc_s(e, t - e->last_time);
     e->last_time = t;
 }

@@ -28,6 +28,26 @@ static uint8_t* stack_emitted;   // bitmap by stack id
 static size_t stack_emitted_cap; // bytes
 static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static int need_preamble = 1;
+static uint64_t* thread_allocs;   // ALLOC records written per thread index (FREE refers back)
+static size_t thread_allocs_cap;  // entries
+
+static uint64_t* allocs_of(uint32_t index) {
+    if (index >= thread_allocs_cap) {
+        size_t cap = thread_allocs_cap ? thread_allocs_cap : 1024;
+        while (cap <= index)
+            cap *= 2;
+        uint64_t* fresh = os_map(cap * sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        if (thread_allocs) {
+            memcpy(fresh, thread_allocs, thread_allocs_cap * sizeof *fresh);
+            os_unmap(thread_allocs, thread_allocs_cap * sizeof *fresh);
+        }
+        thread_allocs = fresh;
+        thread_allocs_cap = cap;
+    }
+    return &thread_allocs[index];
+}
 static int is_fork_child;
 static uint64_t last_flush_ns, last_sample_ns;
 
@@ -217,7 +237,10 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
         return;
     int64_t t = ticks_to_ns(ev->ticks);
     switch (ev->kind) {
-    case EV_ALLOC:
+    case EV_ALLOC: {
+        uint64_t* count = allocs_of(r->thread_index);
+        if (count)
+            (*count)++;
         ensure_stack(ev->aux);
         enc_tag(&enc, REC_ALLOC);
         enc_u(&enc, r->thread_index);
@@ -227,14 +250,20 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
         enc_u(&enc, ev->aux);
         enc_u(&enc, ev->fn);
         break;
-    case EV_FREE:
+    }
+    case EV_FREE: {
+        // The owner's ALLOC is always written before (it happened before the free), so the
+        // count is at least its seq; inherited blocks (fork) are older than any count here.
+        uint64_t* count = allocs_of(ev->aux);
+        uint64_t n = count ? *count : 0;
         enc_tag(&enc, REC_FREE);
         enc_u(&enc, r->thread_index);
         enc_time(&enc, t);
         enc_u(&enc, ev->aux);
-        enc_u(&enc, ev->size);
+        enc_s(&enc, (int64_t)(n - ev->size));
         enc_u(&enc, ev->fn);
         break;
+    }
     case EV_MMAP:
         ensure_stack(ev->aux);
         enc_tag(&enc, REC_MMAP);
@@ -542,6 +571,9 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     enc.last_stack = 0;
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
+    // The child's trace counts ALLOC records from zero, as its reader will.
+    if (thread_allocs)
+        memset(thread_allocs, 0, thread_allocs_cap * sizeof *thread_allocs);
     memset(thread_emitted, 0, sizeof thread_emitted);
     need_preamble = 1;
     is_fork_child = 1;

@@ -19,7 +19,26 @@ typedef struct dec_s {
     uint64_t last_addr;
     uint64_t last_ip;
     uint64_t last_stack;
+    uint64_t** allocs; // ALLOC records per thread so far (FREE refers back to them)
+    size_t* nallocs;
 } dec_t;
+
+static uint64_t* alloc_count(dec_t* d, uint64_t thread) {
+    if (thread > (1u << 24))
+        return NULL;
+    if (thread >= *d->nallocs) {
+        size_t cap = *d->nallocs ? *d->nallocs : 64;
+        while (cap <= thread)
+            cap *= 2;
+        uint64_t* fresh = realloc(*d->allocs, cap * sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        memset(fresh + *d->nallocs, 0, (cap - *d->nallocs) * sizeof *fresh);
+        *d->allocs = fresh;
+        *d->nallocs = cap;
+    }
+    return &(*d->allocs)[thread];
+}
 
 static uint64_t get_u(dec_t* d) {
     uint64_t v = 0;
@@ -42,7 +61,7 @@ static rd_str_t get_str(dec_t* d) {
 }
 static int64_t get_time(dec_t* d) {
     d->last_time += get_s(d);
-    return d->last_time;
+    return d->last_time * 1000; // the trace counts microseconds
 }
 
 static uint64_t* scratch;
@@ -106,8 +125,12 @@ static int decode_record(dec_t* d, rd_record_t* r) {
         r->u[2] = d->last_ip;
         break;
     }
-    case REC_ALLOC:
+    case REC_ALLOC: {
         r->u[0] = get_u(d);
+        uint64_t* count = alloc_count(d, r->u[0]);
+        if (!count)
+            return -1;
+        (*count)++;
         r->time_ns = get_time(d);
         d->last_addr += (uint64_t)get_s(d);
         r->u[1] = d->last_addr;
@@ -115,13 +138,19 @@ static int decode_record(dec_t* d, rd_record_t* r) {
         r->u[3] = get_u(d);
         r->u[4] = get_u(d);
         break;
-    case REC_FREE:
+    }
+    case REC_FREE: {
         r->u[0] = get_u(d);
         r->time_ns = get_time(d);
         r->u[1] = get_u(d);
-        r->u[2] = get_u(d);
+        int64_t back = get_s(d);
+        uint64_t* count = alloc_count(d, r->u[1]);
+        if (!count)
+            return -1;
+        r->u[2] = *count - (uint64_t)back; // the owner's n-th ALLOC
         r->u[3] = get_u(d);
         break;
+    }
     case REC_MMAP:
         r->u[0] = get_u(d);
         r->time_ns = get_time(d);
@@ -213,6 +242,8 @@ int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res
     raw = malloc(HL_CHUNK_RAW_MAX);
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     uint64_t offset = HL_FILE_HEADER_SIZE;
+    uint64_t* allocs = NULL;
+    size_t nallocs = 0;
     int stop = 0;
     while (!stop && raw && dctx) {
         uint8_t ch[HL_CHUNK_HEADER_SIZE];
@@ -253,7 +284,7 @@ int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res
             break;
         }
         res->chunks++;
-        dec_t d = {.p = raw, .end = raw + n};
+        dec_t d = {.p = raw, .end = raw + n, .allocs = &allocs, .nallocs = &nallocs};
         while (d.p < d.end) {
             rd_record_t r;
             const uint8_t* at = d.p;
@@ -274,6 +305,7 @@ int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res
         offset += HL_CHUNK_HEADER_SIZE + slen;
     }
     ZSTD_freeDCtx(dctx);
+    free(allocs);
     free(stored);
     free(raw);
     fclose(f);

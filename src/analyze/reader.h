@@ -15,6 +15,8 @@ typedef struct rd_str_s {
 } rd_str_t;
 
 // One decoded record. Fields are named after format.h; unused ones are zero.
+// REC_FREE's u[2] is the owner's sequence number, already resolved from the trace's
+// back-reference. Times are nanoseconds.
 typedef struct rd_record_s {
     int tag;
     uint64_t u[16];     // integer fields in the order format.h lists them

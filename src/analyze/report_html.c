@@ -3,8 +3,13 @@
 // src/analyze/html/report.html (the Makefile turns it into report_template.h, an array of its
 // bytes), with the report's JSON put in place of the marker {{HEAPLENS_DATA}} inside
 // <script type="application/json" id="data">. The page draws everything itself from that JSON.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
+#include "report.h"
 #include "report_html.h"
 
 #if defined(__has_include)
@@ -64,4 +69,72 @@ int report_html(FILE* out, const char* json_text, size_t json_len) {
     const char* rest = at + strlen(MARKER);
     fwrite(rest, 1, len - (size_t)(rest - t), out);
     return ferror(out) ? -1 : 0;
+}
+
+#define HTML_MAX_SITES 20000  // the page merges small frames anyway; this bounds the file
+#define HTML_MAX_BLOCKS 200000
+
+// "address_map": {"exit": [[addr, size, state], ...]} from the model's blocks live at the end,
+// with the scan's verdict as state. (No "peak" snapshot: the model does not keep one.)
+static void json_address_map(FILE* out, const model_t* m) {
+    fputs(",\n  \"address_map\": {\"exit\": [", out);
+    size_t n = 0;
+    for (size_t i = 0; i < m->blocks_cap && n < HTML_MAX_BLOCKS; i++) {
+        const md_block_t* b = &m->blocks[i];
+        if (!b->is_used)
+            continue;
+        const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
+        fprintf(out, "%s[%llu, %llu, \"%s\"]", n ? ", " : "", (unsigned long long)b->addr,
+                (unsigned long long)b->size, state);
+        n++;
+    }
+    fputs("]}", out);
+}
+
+int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
+                      char* err, size_t errlen) {
+    aggregate_t a;
+    memset(&a, 0, sizeof a);
+    ag_opts_t ao;
+    memset(&ao, 0, sizeof ao);
+    int rc = aggregate_build(&a, ctx, trace, &ao, err, errlen);
+    if (rc != 0)
+        return rc;
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* mem = open_memstream(&buf, &len);
+    if (!mem) {
+        aggregate_free(&a);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    rc = report_json(mem, ctx, ro);
+    if (fflush(mem) != 0)
+        rc = -EIO;
+    // report_json's object, reopened before its closing brace for the views' keys
+    size_t end = len;
+    while (end > 0 && buf[end - 1] != '}')
+        end--;
+    if (rc == 0 && end > 0) {
+        end--;
+        while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' '))
+            end--;
+        fseeko(mem, (off_t)end, SEEK_SET);
+        ag_view_opts_t v = {.summary = 1, .histogram = 1, .timeline = 1, .threads = 1,
+                            .top = HTML_MAX_SITES, .sort = AG_METRIC_BYTES};
+        ag_views_json(mem, ctx, &a, &v);
+        json_address_map(mem, report_model(ctx));
+        fputs("\n}\n", mem);
+    } else if (rc == 0) {
+        rc = -EINVAL;
+    }
+    if (fclose(mem) != 0 && rc == 0)
+        rc = -EIO;
+    aggregate_free(&a);
+    if (rc == 0 && report_html(out, buf, len) != 0)
+        rc = -EIO;
+    if (rc != 0)
+        snprintf(err, errlen, "cannot write the HTML report (%s)", strerror(-rc));
+    free(buf);
+    return rc;
 }

@@ -13,6 +13,16 @@
 // failed.
 int report_html(FILE* out, const char* json_text, size_t json_len);
 
+typedef struct report_ctx_s report_ctx_t;
+typedef struct report_opts_s report_opts_t;
+
+// The whole page for a loaded trace: report_json's object plus every view of a second pass over
+// the trace (aggregate.h: summary, sites, histogram, timeline, threads) and the address map of
+// the blocks live at exit, embedded in the page. trace is the file the model came from. Returns
+// 0, or -errno (err: a one-line reason) when the pass or the writing failed.
+int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
+                      char* err, size_t errlen);
+
 // The template itself (for tests): its bytes and length.
 const char* report_html_template(size_t* len);
 

@@ -16,7 +16,7 @@
 //
 // A chunk's raw bytes are a sequence of records: one tag byte, then fields. Every integer is
 // a LEB128 varint (src/common/varint.h); "s" marks a zigzag-signed varint; a string is a
-// varint length and that many bytes. Times are nanoseconds since the agent started,
+// varint length and that many bytes. Times are microseconds since the agent started,
 // delta-coded against the previous timed record ("dt", signed). Addresses in ALLOC and FREE
 // are delta-coded against the previous ALLOC address ("s").
 #ifndef HL_FORMAT_H
@@ -50,8 +50,8 @@ enum hl_record_tag {
     // thread, dt:s, addr:s, size, stack, fn(HL_FN_*). The block's id is (thread, n): n counts
     // the ALLOC records of that thread so far, starting at 1.
     REC_ALLOC = 6,
-    // thread, dt:s, owner_thread, owner_seq, fn(HL_FN_*): release of block (owner_thread,
-    // owner_seq)
+    // thread, dt:s, owner_thread, back, fn(HL_FN_*): release of block (owner_thread, n - back)
+    // where n is the number of ALLOC records of owner_thread so far (back = 0: its latest)
     REC_FREE = 7,
     // thread, dt:s, addr, length, prot, flags, stack
     REC_MMAP = 8,

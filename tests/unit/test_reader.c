@@ -48,7 +48,7 @@ static void build_records(buf_t* r) {
     tag(r, REC_ALLOC);
     u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 300), u(r, 3), u(r, HL_FN_CALLOC);
     tag(r, REC_FREE);
-    u(r, 1), sv(r, 10), u(r, 1), u(r, 2), u(r, HL_FN_DELETE);
+    u(r, 1), sv(r, 10), u(r, 1), sv(r, 1), u(r, HL_FN_DELETE); // block (1, 3 - 1)
     tag(r, REC_SCAN);
     sv(r, 10), u(r, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT), u(r, 2);
     tag(r, REC_VERDICT);
