@@ -231,6 +231,12 @@ check cxx_new_delete "$J" \
     "names('cxx_plain_pairs') == []" "names('cxx_aligned_pair') == []" "names('cxx_sized_pair') == []" \
     "errors == []"
 
+hl cxx_heuristics -- cxx_heuristics
+expect_status cxx_heuristics 0
+# memcheck 3.19 on the same program: 0 lost of any kind, these 213 bytes still reachable.
+check cxx_heuristics "$J" "lb('definite') == 0" "lb('indirect') == 0" "lb('possible') == 0" \
+    "rec('reachable', 'make_objects') == {'bytes': 213, 'blocks': 4, 'records': rec('reachable', 'make_objects')['records']}"
+
 hl cxx_containers -- cxx_containers
 expect_status cxx_containers 0
 # string: 101 + 201 B; vector<int>: capacities 1..128 = 8 blocks; map: 50 nodes of 40 B.
