@@ -4,7 +4,7 @@ BUILD    ?= build
 CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fno-strict-aliasing
 AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer
 TOOL_CFLAGS   := $(CFLAGS_COMMON)
-DEB_PACKAGES  := gcc g++ gfortran make libdw-dev libelf-dev libzstd-dev python3
+DEB_PACKAGES  := gcc g++ gfortran make libdw-dev libelf-dev libzstd-dev python3 protobuf-compiler valgrind
 
 AGENT_SRC := $(wildcard src/agent/*.c)
 ANALYZE_SRC := $(wildcard src/analyze/*.c)
@@ -14,7 +14,7 @@ ANALYZE_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(ANALYZE_SRC))
 CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate
 PROGRAMS := $(BUILD)/programs/libplugin.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
@@ -53,6 +53,9 @@ $(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(H
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+$(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 
 $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)

@@ -28,6 +28,10 @@ echo "== integration"
 out=$("$ROOT/tests/integration/run.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" integration
 
+echo "== reports"
+out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" reports
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"

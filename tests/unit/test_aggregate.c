@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: MIT
+// test_aggregate.c - the second pass (aggregate.c) on a trace built byte by byte, two threads:
+// exact timeline buckets and peak, bytes per stack at the peak, temporaries (heaptrack's
+// definition, per thread), the size histogram, per-thread totals, --from/--to windows, and no
+// crash on any truncation. Also the CRC-32 and the stored-gzip framing of the pprof writer.
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../../src/analyze/aggregate.h"
+#include "../../src/common/format.h"
+#include "../../src/common/varint.h"
+#include "harness.h"
+
+typedef struct buf_s {
+    uint8_t data[1 << 16];
+    size_t len;
+    int64_t last_t;               // for dt
+    uint64_t last_addr;           // ALLOC/FREE addresses are deltas against the last ALLOC's
+    uint64_t last_stack, last_ip; // REC_STACK deltas
+    uint64_t nallocs[4];          // ALLOC records per thread so far (FREE refers back)
+} buf_t;
+
+// Record times are in the trace's unit (format.h: microseconds); the reader gives nanoseconds.
+#define TICK_NS 1000
+
+static void u(buf_t* b, uint64_t v) { b->len = (size_t)(varint_put(b->data + b->len, v) - b->data); }
+static void sv(buf_t* b, int64_t v) { u(b, zigzag_encode(v)); }
+static void str(buf_t* b, const char* s) {
+    u(b, strlen(s));
+    memcpy(b->data + b->len, s, strlen(s));
+    b->len += strlen(s);
+}
+static void tag(buf_t* b, int t) { b->data[b->len++] = (uint8_t)t; }
+static void dt(buf_t* b, int64_t t) { // t in ticks
+    sv(b, t - b->last_t);
+    b->last_t = t;
+}
+
+// The only place that knows REC_STACK's encoding (format.h): id:s, id - parent, ip:s.
+static void stack_rec(buf_t* b, uint64_t id, uint64_t parent, uint64_t ip) {
+    tag(b, REC_STACK);
+    sv(b, (int64_t)(id - b->last_stack));
+    u(b, id - parent);
+    sv(b, (int64_t)(ip - b->last_ip));
+    b->last_stack = id;
+    b->last_ip = ip;
+}
+
+static void alloc_rec(buf_t* b, uint64_t thread, int64_t t, uint64_t size, uint64_t stack) {
+    uint64_t addr = 0x10000 + (uint64_t)t * 16;
+    tag(b, REC_ALLOC);
+    u(b, thread);
+    dt(b, t);
+    sv(b, (int64_t)(addr - b->last_addr));
+    b->last_addr = addr;
+    b->nallocs[thread]++;
+    u(b, size), u(b, stack), u(b, HL_FN_MALLOC);
+}
+
+static void free_rec(buf_t* b, uint64_t thread, int64_t t, uint64_t owner, uint64_t seq) {
+    tag(b, REC_FREE);
+    u(b, thread);
+    dt(b, t);
+    u(b, owner), sv(b, (int64_t)(b->nallocs[owner] - seq)), u(b, HL_FN_FREE); // back-reference
+}
+
+enum { ST_A = 1, ST_B = 2, ST_C = 3 };
+
+// Times in ticks:
+// t=100  T1 alloc A 100   (1,1)  heap  100
+// t=200  T1 alloc B 1000  (1,2)  heap 1100
+// t=300  T1 free (1,2)           heap  100   temporary
+// t=400  T2 alloc C 500   (2,1)  heap  600
+// t=500  T1 alloc A 700   (1,3)  heap 1300   the peak: A 800, C 500 (3 blocks)
+// t=600  T2 free (1,1)           heap 1200   another thread: not temporary
+// t=700  T1 alloc C 64    (1,4)  heap 1264
+// t=800  T1 free (1,4)           heap 1200   temporary
+// t=900  T2 alloc B 2     (2,2)  heap 1202
+// t=950  T2 alloc B 8     (2,3)  heap 1210
+// t=1000 T2 free (2,2)           heap 1208   T2 allocated in between: not temporary
+// t=1100 mmap 4096; t=1200 sample rss 9999; t=1300 scan; t=1400 end.
+// Left: (1,3) A 700 definite, (2,1) C 500 reachable, (2,3) B 8 possible.
+static void build_records(buf_t* r) {
+    tag(r, REC_INFO);
+    u(r, 42), u(r, 1), u(r, 0), u(r, 32), u(r, 8), u(r, HL_INFO_FROM_START);
+    str(r, "/bin/prog");
+    str(r, "prog");
+    u(r, 0);
+    tag(r, REC_THREAD);
+    u(r, 1), u(r, 111);
+    tag(r, REC_THREAD);
+    u(r, 2), u(r, 222);
+    stack_rec(r, ST_A, 0, 0x1000);
+    stack_rec(r, ST_B, 0, 0x2000);
+    stack_rec(r, ST_C, 0, 0x3000);
+    alloc_rec(r, 1, 100, 100, ST_A);
+    alloc_rec(r, 1, 200, 1000, ST_B);
+    free_rec(r, 1, 300, 1, 2);
+    alloc_rec(r, 2, 400, 500, ST_C);
+    alloc_rec(r, 1, 500, 700, ST_A);
+    free_rec(r, 2, 600, 1, 1);
+    alloc_rec(r, 1, 700, 64, ST_C);
+    free_rec(r, 1, 800, 1, 4);
+    alloc_rec(r, 2, 900, 2, ST_B);
+    alloc_rec(r, 2, 950, 8, ST_B);
+    free_rec(r, 2, 1000, 2, 2);
+    tag(r, REC_MMAP);
+    u(r, 1);
+    dt(r, 1100);
+    u(r, 0x7000000), u(r, 4096), u(r, 3), u(r, 0x22), u(r, ST_A);
+    tag(r, REC_SAMPLE);
+    dt(r, 1200);
+    u(r, 1208), u(r, 3), u(r, 4096), u(r, 9999);
+    tag(r, REC_SCAN);
+    dt(r, 1300);
+    u(r, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT), u(r, 3);
+    tag(r, REC_VERDICT);
+    u(r, 1), u(r, 3), u(r, HL_LEAK_DEFINITE), u(r, 0), u(r, 0);
+    tag(r, REC_VERDICT);
+    u(r, 2), u(r, 1), u(r, HL_LEAK_REACHABLE), u(r, 0), u(r, 0);
+    tag(r, REC_VERDICT);
+    u(r, 2), u(r, 3), u(r, HL_LEAK_POSSIBLE), u(r, 0), u(r, 0);
+    tag(r, REC_END);
+    dt(r, 1400);
+    u(r, HL_END_EXIT), u(r, 0);
+}
+
+static void le32(uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static size_t build_file(uint8_t* out, size_t cap) {
+    buf_t* raw = calloc(1, sizeof *raw);
+    build_records(raw);
+    memcpy(out, HL_TRACE_MAGIC, 8);
+    le32(out + 8, HL_TRACE_VERSION);
+    le32(out + 12, 0);
+    size_t n = HL_FILE_HEADER_SIZE;
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    size_t z = ZSTD_compress2(c, out + n + HL_CHUNK_HEADER_SIZE, cap - n - HL_CHUNK_HEADER_SIZE,
+                              raw->data, raw->len);
+    ZSTD_freeCCtx(c);
+    le32(out + n, HL_CHUNK_MAGIC);
+    le32(out + n + 4, (uint32_t)z);
+    le32(out + n + 8, (uint32_t)raw->len);
+    n += HL_CHUNK_HEADER_SIZE + z;
+    free(raw);
+    return n;
+}
+
+static char tmp_path[64];
+static void write_file(const uint8_t* data, size_t len) {
+    FILE* f = fopen(tmp_path, "wb");
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+typedef struct fixture_s {
+    model_t m;
+    report_ctx_t* c;
+    aggregate_t a;
+    int rc;
+} fixture_t;
+
+static int quiet; // a failure is expected: do not print it
+
+static int load(fixture_t* f, const ag_opts_t* o) {
+    uint8_t file[1 << 16];
+    write_file(file, build_file(file, sizeof file));
+    memset(f, 0, sizeof *f);
+    if (model_load(&f->m, tmp_path) != 0)
+        return -1;
+    f->c = report_ctx_new(&f->m, NULL);
+    char err[256];
+    f->rc = aggregate_build(&f->a, f->c, tmp_path, o, err, sizeof err);
+    if (f->rc != 0 && !quiet)
+        fprintf(stderr, "  aggregate_build: %s\n", err);
+    return f->rc;
+}
+
+static void unload(fixture_t* f) {
+    aggregate_free(&f->a);
+    report_ctx_free(f->c);
+    model_free(&f->m);
+}
+
+TEST(peak_and_sites) {
+    fixture_t f;
+    ag_opts_t o = {0};
+    ASSERT_TRUE(load(&f, &o) == 0);
+    const aggregate_t* a = &f.a;
+    EXPECT_EQ_U(a->peak_bytes, 1300);
+    EXPECT_EQ_U(a->peak_blocks, 3);
+    EXPECT_EQ_I(a->peak_time_ns, 500 * TICK_NS);
+    EXPECT_EQ_U(a->peak_bytes, f.m.peak_bytes); // the first pass agrees
+    EXPECT_EQ_I(a->peak_time_ns, f.m.peak_time_ns);
+    ASSERT_TRUE(a->nsites > ST_C);
+    EXPECT_EQ_U(a->sites[ST_A].peak_bytes, 800);
+    EXPECT_EQ_U(a->sites[ST_A].peak_blocks, 2);
+    EXPECT_EQ_U(a->sites[ST_B].peak_bytes, 0);
+    EXPECT_EQ_U(a->sites[ST_C].peak_bytes, 500);
+    EXPECT_EQ_U(a->sites[ST_A].allocations, 2);
+    EXPECT_EQ_U(a->sites[ST_A].bytes, 800);
+    EXPECT_EQ_U(a->sites[ST_B].allocations, 3);
+    EXPECT_EQ_U(a->sites[ST_B].bytes, 1010);
+    EXPECT_EQ_U(a->sites[ST_A].leaked_bytes, 700);
+    EXPECT_EQ_U(a->sites[ST_A].leaked_kind_bytes[HL_LEAK_DEFINITE], 700);
+    EXPECT_EQ_U(a->sites[ST_C].leaked_kind_bytes[HL_LEAK_REACHABLE], 500);
+    EXPECT_EQ_U(a->sites[ST_B].leaked_kind_bytes[HL_LEAK_POSSIBLE], 8);
+    EXPECT_EQ_U(a->totals.allocations, 7);
+    EXPECT_EQ_U(a->totals.bytes, 2374);
+    EXPECT_EQ_U(a->totals.frees, 4);
+    EXPECT_EQ_U(a->totals.leaked_bytes, 1208);
+    EXPECT_EQ_U(a->totals.leaked_blocks, 3);
+    EXPECT_EQ_U(a->totals.leaks[HL_LEAK_DEFINITE].bytes, 700);
+    EXPECT_EQ_U(a->mapped_peak, 4096);
+    EXPECT_EQ_U(a->rss_peak, 9999);
+    // Sorted by peak: A (800), C (500); B has none at the peak.
+    const ag_site_t** v;
+    long n = ag_sorted_sites(a, AG_METRIC_PEAK, &v);
+    ASSERT_TRUE(n == 2);
+    EXPECT_EQ_U(v[0]->stack, ST_A);
+    EXPECT_EQ_U(v[1]->stack, ST_C);
+    free(v);
+    unload(&f);
+}
+
+TEST(temporaries_follow_heaptrack) {
+    fixture_t f;
+    ag_opts_t o = {0};
+    ASSERT_TRUE(load(&f, &o) == 0);
+    const aggregate_t* a = &f.a;
+    EXPECT_EQ_U(a->totals.temporary, 2);
+    EXPECT_EQ_U(a->totals.temporary_bytes, 1064);
+    EXPECT_EQ_U(a->sites[ST_B].temporary, 1); // the 1000, not the 2 (T2 allocated in between)
+    EXPECT_EQ_U(a->sites[ST_C].temporary, 1); // the 64
+    EXPECT_EQ_U(a->sites[ST_A].temporary, 0); // freed by another thread
+    unload(&f);
+}
+
+TEST(histogram_and_threads) {
+    fixture_t f;
+    ag_opts_t o = {0};
+    ASSERT_TRUE(load(&f, &o) == 0);
+    const aggregate_t* a = &f.a;
+    EXPECT_EQ_U(a->hist[7].count, 2); // [64, 128): 100, 64
+    EXPECT_EQ_U(a->hist[7].bytes, 164);
+    EXPECT_EQ_U(a->hist[10].count, 2); // [512, 1024): 1000, 700
+    EXPECT_EQ_U(a->hist[10].bytes, 1700);
+    EXPECT_EQ_U(a->hist[9].count, 1);
+    EXPECT_EQ_U(a->hist[2].bytes, 2);
+    EXPECT_EQ_U(a->hist[4].bytes, 8);
+    uint64_t lo, hi;
+    ag_hist_bounds(7, &lo, &hi);
+    EXPECT_EQ_U(lo, 64);
+    EXPECT_EQ_U(hi, 128);
+    ASSERT_TRUE(a->nthreads > 2);
+    EXPECT_EQ_U(a->threads[1].tid, 111);
+    EXPECT_EQ_U(a->threads[1].allocations, 4);
+    EXPECT_EQ_U(a->threads[1].bytes, 1864);
+    EXPECT_EQ_U(a->threads[1].frees, 2);
+    EXPECT_EQ_U(a->threads[2].tid, 222);
+    EXPECT_EQ_U(a->threads[2].allocations, 3);
+    EXPECT_EQ_U(a->threads[2].bytes, 510);
+    EXPECT_EQ_U(a->threads[2].frees, 2);
+    unload(&f);
+}
+
+TEST(timeline_buckets_keep_maxima) {
+    fixture_t f;
+    ag_opts_t o = {.max_buckets = 7};
+    ASSERT_TRUE(load(&f, &o) == 0);
+    const aggregate_t* a = &f.a;
+    // 0..1400 ticks in at most 7 buckets: width 1400 ticks / 7 + 1 ns.
+    EXPECT_EQ_I(a->bucket_ns, 200 * TICK_NS + 1);
+    ASSERT_TRUE(a->ntimeline == 7);
+    EXPECT_EQ_U(a->timeline[0].heap_bytes, 1100); // 100, 1100
+    EXPECT_EQ_U(a->timeline[1].heap_bytes, 1100); // starts at 1100, then 100, 600
+    EXPECT_EQ_U(a->timeline[2].heap_bytes, 1300); // 1300, 1200: the peak
+    EXPECT_EQ_U(a->timeline[2].heap_blocks, 3);
+    EXPECT_EQ_I(a->timeline[2].time_ns, 2 * (200 * TICK_NS + 1));
+    EXPECT_EQ_U(a->timeline[3].heap_bytes, 1264);
+    EXPECT_EQ_U(a->timeline[4].heap_bytes, 1210);
+    EXPECT_EQ_U(a->timeline[5].mapped_bytes, 4096);
+    EXPECT_EQ_U(a->timeline[5].rss_bytes, 9999);
+    EXPECT_EQ_U(a->timeline[6].heap_bytes, 1208); // carried to the end
+    EXPECT_EQ_U(a->timeline[6].rss_bytes, 9999);
+    unload(&f);
+    // Never more points than asked, whatever the count.
+    for (size_t nb = 1; nb < 40; nb++) {
+        ag_opts_t o2 = {.max_buckets = nb};
+        ASSERT_TRUE(load(&f, &o2) == 0);
+        EXPECT_TRUE(f.a.ntimeline >= 1 && f.a.ntimeline <= nb);
+        uint64_t max = 0;
+        for (size_t i = 0; i < f.a.ntimeline; i++)
+            max = f.a.timeline[i].heap_bytes > max ? f.a.timeline[i].heap_bytes : max;
+        EXPECT_EQ_U(max, 1300);
+        unload(&f);
+    }
+}
+
+TEST(window_and_filter) {
+    fixture_t f;
+    ag_opts_t o = {.has_from = 1, .from_ns = 450 * TICK_NS, .has_to = 1, .to_ns = 1050 * TICK_NS};
+    ASSERT_TRUE(load(&f, &o) == 0);
+    const aggregate_t* a = &f.a;
+    EXPECT_EQ_U(a->totals.allocations, 4); // 700, 64, 2, 8
+    EXPECT_EQ_U(a->totals.bytes, 774);
+    EXPECT_EQ_U(a->totals.temporary, 1);   // the 64; the 1000 began before the window
+    EXPECT_EQ_U(a->peak_bytes, 1300);
+    EXPECT_EQ_I(a->peak_time_ns, 500 * TICK_NS);
+    EXPECT_EQ_U(a->totals.leaked_bytes, 708); // allocated in the window, live at the end
+    unload(&f);
+
+    ag_opts_t late = {.has_from = 1, .from_ns = 550 * TICK_NS};
+    ASSERT_TRUE(load(&f, &late) == 0);
+    EXPECT_EQ_U(f.a.peak_bytes, 1264); // the highest level reached inside the window
+    EXPECT_EQ_I(f.a.peak_time_ns, 700 * TICK_NS);
+    EXPECT_EQ_U(f.a.sites[ST_A].peak_bytes, 700);
+    EXPECT_EQ_U(f.a.sites[ST_C].peak_bytes, 564);
+    unload(&f);
+
+    ag_opts_t none = {.filter = "^nothing_is_called_this$"};
+    ASSERT_TRUE(load(&f, &none) == 0);
+    EXPECT_EQ_U(f.a.totals.allocations, 0);
+    EXPECT_EQ_U(f.a.peak_bytes, 0);
+    unload(&f);
+
+    ag_opts_t bad = {.filter = "(unclosed"};
+    quiet = 1;
+    EXPECT_TRUE(load(&f, &bad) != 0);
+    quiet = 0;
+    unload(&f);
+}
+
+TEST(truncated_traces_do_not_crash) {
+    uint8_t file[1 << 16];
+    size_t n = build_file(file, sizeof file);
+    for (size_t cut = 0; cut < n; cut++) {
+        write_file(file, cut);
+        model_t m;
+        if (model_load(&m, tmp_path) == 0) {
+            report_ctx_t* c = report_ctx_new(&m, NULL);
+            aggregate_t a;
+            char err[256];
+            ag_opts_t o = {0};
+            if (aggregate_build(&a, c, tmp_path, &o, err, sizeof err) == 0)
+                EXPECT_TRUE(a.ntimeline >= 1);
+            aggregate_free(&a);
+            report_ctx_free(c);
+        }
+        model_free(&m);
+    }
+}
+
+TEST(crc32_and_stored_gzip) {
+    EXPECT_EQ_U(ag_crc32(0, "123456789", 9), 0xCBF43926u);
+    EXPECT_EQ_U(ag_crc32(ag_crc32(0, "1234", 4), "56789", 5), 0xCBF43926u);
+    // 70000 bytes: two stored blocks (65535 + 4465), then CRC and size.
+    size_t len = 70000;
+    uint8_t* data = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        data[i] = (uint8_t)(i * 7);
+    char* out = NULL;
+    size_t olen = 0;
+    FILE* f = open_memstream(&out, &olen);
+    EXPECT_EQ_I(ag_write_gzip_stored(f, data, len), 0);
+    fclose(f);
+    ASSERT_TRUE(olen == 10 + 5 + 65535 + 5 + 4465 + 8);
+    const uint8_t* p = (const uint8_t*)out;
+    EXPECT_EQ_U(p[0], 0x1f);
+    EXPECT_EQ_U(p[1], 0x8b);
+    EXPECT_EQ_U(p[2], 8);
+    EXPECT_EQ_U(p[10], 0); // not final, stored
+    EXPECT_EQ_U(p[11] | p[12] << 8, 65535);
+    EXPECT_EQ_U((p[13] | p[14] << 8) ^ 0xffff, 65535);
+    EXPECT_TRUE(memcmp(p + 15, data, 65535) == 0);
+    const uint8_t* b2 = p + 15 + 65535;
+    EXPECT_EQ_U(b2[0], 1); // final
+    EXPECT_EQ_U(b2[1] | b2[2] << 8, 4465);
+    const uint8_t* tr = p + olen - 8;
+    uint32_t crc = (uint32_t)tr[0] | (uint32_t)tr[1] << 8 | (uint32_t)tr[2] << 16 |
+                   (uint32_t)tr[3] << 24;
+    EXPECT_EQ_U(crc, ag_crc32(0, data, len));
+    EXPECT_EQ_U(tr[4] | tr[5] << 8 | tr[6] << 16, len);
+    free(out);
+    free(data);
+}
+
+TEST(parse_times) {
+    int64_t t = 0;
+    EXPECT_EQ_I(ag_parse_time("1500", &t), 0);
+    EXPECT_EQ_I(t, 1500);
+    EXPECT_EQ_I(ag_parse_time("1.5ms", &t), 0);
+    EXPECT_EQ_I(t, 1500000);
+    EXPECT_EQ_I(ag_parse_time("2s", &t), 0);
+    EXPECT_EQ_I(t, 2000000000);
+    EXPECT_EQ_I(ag_parse_time("20us", &t), 0);
+    EXPECT_EQ_I(t, 20000);
+    EXPECT_TRUE(ag_parse_time("-1", &t) != 0);
+    EXPECT_TRUE(ag_parse_time("ms", &t) != 0);
+    EXPECT_TRUE(ag_parse_time("3 parsecs", &t) != 0);
+}
+
+int main(void) {
+    snprintf(tmp_path, sizeof tmp_path, "/tmp/test_aggregate.%d.hl", (int)getpid());
+    RUN_TEST(peak_and_sites);
+    RUN_TEST(temporaries_follow_heaptrack);
+    RUN_TEST(histogram_and_threads);
+    RUN_TEST(timeline_buckets_keep_maxima);
+    RUN_TEST(window_and_filter);
+    RUN_TEST(truncated_traces_do_not_crash);
+    RUN_TEST(crc32_and_stored_gzip);
+    RUN_TEST(parse_times);
+    unlink(tmp_path);
+    return TEST_SUMMARY();
+}
