@@ -20,7 +20,7 @@ PROGRAMS := $(BUILD)/programs/libplugin.so \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
-.PHONY: all demo check unit integration acceptance bench deps help clean
+.PHONY: all demo check unit integration html-test acceptance bench deps help clean
 all: $(BUILD)/libheaplens.so $(BUILD)/heaplens ## build the agent and the CLI
 
 help: ## list the targets
@@ -33,6 +33,16 @@ $(BUILD)/obj/agent/%.o: src/agent/%.c $(HEADERS)
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -c $< -o $@
+
+# The HTML report's page (src/analyze/html/report.html), compiled in as a byte array.
+$(BUILD)/gen/report_template.h: src/analyze/html/report.html
+	@mkdir -p $(dir $@)
+	{ echo '// generated from $< by the Makefile; do not edit'; \
+	  echo 'static const unsigned char hl_report_template[] = {'; \
+	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/analyze/report_html.o: $(BUILD)/gen/report_template.h
+$(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
@@ -75,6 +85,9 @@ unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 
 integration: all $(PROGRAMS) ## integration tests under the agent
 	@tests/integration/run.sh $(BUILD)
+
+html-test: all $(PROGRAMS) ## the HTML report and diff in headless Chromium (SKIP without it)
+	@tests/integration/html.sh $(BUILD)
 
 check: deps all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test; ends "N passed, N failed"
 	@tests/check.sh $(BUILD) $(UNIT_TESTS)

@@ -28,6 +28,10 @@ echo "== integration"
 out=$("$ROOT/tests/integration/run.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" integration
 
+echo "== html (report pages and diff in headless Chromium)"
+out=$("$ROOT/tests/integration/html.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" html
+
 echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports

@@ -8,6 +8,7 @@
 
 typedef struct cli_report_opts_s {
     const char* json_path;      // NULL: none; "-": stdout
+    const char* html_path;      // NULL: none; "-": stdout
     const char* suppressions;
     unsigned show_kinds;
     int error_exitcode;         // 0: off
@@ -27,6 +28,8 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 
 int cmd_run(int argc, char** argv);
 int cmd_report(int argc, char** argv);
+int cmd_diff(int argc, char** argv); // cmd_diff.c
+int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json
 
 // "heaplens: " + message, one line, on stderr.
 void cli_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

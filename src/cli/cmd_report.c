@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../analyze/aggregate.h"
+#include "../analyze/report_html.h"
 #include "cli.h"
 
 typedef struct views_s {
@@ -279,6 +280,18 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
             rc = -1;
         if (rc != 0) {
             cli_error("%s: cannot write the JSON report", o->json_path);
+            status = 1;
+        }
+    }
+    if (o->html_path) { // the page: this JSON report, every view and the address map
+        char err[512] = "cannot open for writing";
+        FILE* f = strcmp(o->html_path, "-") == 0 ? stdout : fopen(o->html_path, "w");
+        if (!f || report_html_trace(f, ctx, &ro, trace, err, sizeof err) != 0) {
+            cli_error("%s: %s", o->html_path, err);
+            status = 1;
+        }
+        if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
+            cli_error("%s: cannot write the HTML report", o->html_path);
             status = 1;
         }
     }

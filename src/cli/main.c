@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analyze/report_html.h"
 #include "cli.h"
 
 void cli_error(const char* fmt, ...) {
@@ -19,6 +20,8 @@ void cli_error(const char* fmt, ...) {
 static void usage(FILE* out) {
     fputs("usage: heaplens run [options] -- PROGRAM [ARGS...]\n"
           "       heaplens report [options] TRACE\n"
+          "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
+          "       heaplens html REPORT.json [-o PAGE.html]\n"
           "\n"
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
@@ -30,6 +33,7 @@ static void usage(FILE* out) {
           "  --no-scan                skip the reachability scan at exit\n"
           "report options (run and report):\n"
           "  --json FILE              write the machine report ('-' for stdout)\n"
+          "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"
           "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
           "                           (default definite,indirect,possible)\n"
           "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
@@ -111,6 +115,10 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
     }
     if ((v = opt_value(argc, argv, i, "--json"))) {
         o->json_path = v;
+        return 1;
+    }
+    if ((v = opt_value(argc, argv, i, "--html"))) {
+        o->html_path = v;
         return 1;
     }
     if ((v = opt_value(argc, argv, i, "--suppressions"))) {
@@ -198,6 +206,18 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
         if (f && f != stdout)
             fclose(f);
     }
+    if (o->html_path) { // the page: this JSON report, every view and the address map
+        char err[512] = "cannot open for writing";
+        FILE* f = strcmp(o->html_path, "-") == 0 ? stdout : fopen(o->html_path, "w");
+        if (!f || report_html_trace(f, ctx, &ro, trace, err, sizeof err) != 0) {
+            cli_error("%s: %s", o->html_path, err);
+            status = 1;
+        }
+        if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
+            cli_error("%s: cannot write the HTML report", o->html_path);
+            status = 1;
+        }
+    }
     report_leaks_t lk;
     report_leaks(ctx, supp, &lk);
     *has_errors = lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
@@ -218,10 +238,14 @@ int main(int argc, char** argv) {
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "report"))
         return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "diff"))
+        return cmd_diff(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "html"))
+        return cmd_html(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
     }
-    cli_error("unknown command '%s' (run, report)", argv[1]);
+    cli_error("unknown command '%s' (run, report, diff, html)", argv[1]);
     return 2;
 }
