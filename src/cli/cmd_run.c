@@ -19,7 +19,7 @@
 
 typedef struct run_opts_s {
     const char* output;
-    int depth, guard, sample_ms, no_follow, no_scan;
+    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks;
     cli_report_opts_t report;
 } run_opts_t;
 
@@ -199,6 +199,8 @@ int cmd_run(int argc, char** argv) {
             o.no_follow = 1;
         else if (!strcmp(a, "--no-scan"))
             o.no_scan = 1;
+        else if (!strcmp(a, "--no-release-stacks"))
+            o.no_release_stacks = 1;
         else if (!strncmp(a, "--guard=", 8)) {
             if (parse_int(a + 8, 0, 4096, &o.guard) != 0) {
                 cli_error("--guard: expected a number of bytes from 0 to 4096, got '%s'", a + 8);
@@ -319,6 +321,7 @@ int cmd_run(int argc, char** argv) {
         setenv_int("HEAPLENS_SAMPLE_MS", o.sample_ms);
         setenv_int("HEAPLENS_NO_FOLLOW", o.no_follow);
         setenv_int("HEAPLENS_SCAN", !o.no_scan);
+        setenv_int("HEAPLENS_RELEASE_STACKS", !o.no_release_stacks);
         execv(prog, prog_argv);
         int e = errno;
         fprintf(stderr, "heaplens: %s: %s\n", prog, strerror(e));

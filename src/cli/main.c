@@ -31,6 +31,8 @@ static void usage(FILE* out) {
           "  --sample-interval=MS     heap/RSS sample period (default 10)\n"
           "  --no-follow              do not trace forked children or exec'd programs\n"
           "  --no-scan                skip the reachability scan at exit\n"
+          "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
+          "                           only the allocation and the second release)\n"
           "report options (run and report):\n"
           "  --json FILE              write the machine report ('-' for stdout)\n"
           "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"

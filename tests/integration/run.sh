@@ -385,6 +385,9 @@ expect_stdout err_double_free "err_double_free survived"
 check err_double_free "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
     "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0" \
     "errs_release('double_free', 'free_it_once') == 1"
+hl err_double_free_fast --no-release-stacks -- err_double_free
+check err_double_free_fast "$J" "error_kinds() == ['double_free']" \
+    "errs('double_free', 'free_it_again') == 1" "errs_release('double_free', 'free_it_once') == 0"
 
 hl err_free_stack -- err_free_stack
 expect_status err_free_stack 0
