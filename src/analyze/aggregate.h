@@ -125,8 +125,6 @@ int ag_write_massif(FILE* out, report_ctx_t* c, const aggregate_t* a);
 // Small helpers the writers share.
 // A frame's display name: its function, else "module+0xADDR", else "0xADDR".
 const char* ag_frame_name(const report_frame_t* f, char* buf, size_t cap);
-void ag_json_str(FILE* out, const char* s);
-void ag_json_stack(FILE* out, report_ctx_t* c, uint32_t stack);
 uint32_t ag_crc32(uint32_t crc, const void* data, size_t len);
 // gzip member with stored deflate blocks around data.
 int ag_write_gzip_stored(FILE* out, const void* data, size_t len);

@@ -55,7 +55,13 @@ typedef struct report_leaks_s {
 int report_leaks(report_ctx_t* c, const suppressions_t* supp, report_leaks_t* out);
 
 void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o);
+// 1234567 -> "1,234,567" in out; returns out.
+const char* report_commas(char* out, size_t cap, unsigned long long v);
 int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o);
+// JSON pieces every writer shares: a quoted, escaped string (null for NULL), and a stack as an
+// array of frames {function, file, line, module, address, inlined}.
+void report_json_string(FILE* out, const char* s);
+void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack);
 
 // "leak:PATTERN" lines (LeakSanitizer's format). Returns NULL and sets *err on failure.
 suppressions_t* suppressions_load(const char* path, char* err, size_t errlen);

@@ -6,7 +6,7 @@
 
 #include "report.h"
 
-static void jstr(FILE* out, const char* s) {
+void report_json_string(FILE* out, const char* s) {
     if (!s) {
         fputs("null", out);
         return;
@@ -23,18 +23,18 @@ static void jstr(FILE* out, const char* s) {
     fputc('"', out);
 }
 
-static void jstack(FILE* out, report_ctx_t* c, uint32_t stack) {
+void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
     const report_frame_t* fr;
     int n = report_stack(c, stack, &fr);
     fputc('[', out);
     for (int i = 0; i < n; i++) {
         const report_frame_t* f = &fr[i];
         fprintf(out, "%s{\"function\": ", i ? ", " : "");
-        jstr(out, f->function);
+        report_json_string(out, f->function);
         fputs(", \"file\": ", out);
-        jstr(out, f->file);
+        report_json_string(out, f->file);
         fprintf(out, ", \"line\": %u, \"module\": ", f->line);
-        jstr(out, f->module);
+        report_json_string(out, f->module);
         fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
                 f->is_inlined ? "true" : "false");
     }
@@ -52,12 +52,12 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fputs("{\n  \"process\": {\"pid\": ", out);
     fprintf(out, "%llu, \"ppid\": %llu, \"exe\": ", (unsigned long long)m->pid,
             (unsigned long long)m->ppid);
-    jstr(out, m->exe);
+    report_json_string(out, m->exe);
     fputs(", \"argv\": [", out);
     for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
         if (!first)
             fputs(", ", out);
-        jstr(out, m->argv + i);
+        report_json_string(out, m->argv + i);
     }
     fprintf(out, "], \"fork_child\": %s},\n", m->is_fork_child ? "true" : "false");
     fprintf(out, "  \"end\": {\"how\": \"%s\", \"value\": %llu, \"time_ns\": %lld",
@@ -110,7 +110,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                 i ? "," : "", hl_leak_kind_name(r->kind), (unsigned long long)r->bytes,
                 (unsigned long long)r->blocks, (unsigned long long)r->indirect_bytes,
                 (unsigned long long)r->indirect_blocks);
-        jstack(out, c, r->stack);
+        report_json_stack(out, c, r->stack);
         fputc('}', out);
     }
     fputs("\n  ],\n  \"errors\": [", out);
@@ -119,14 +119,14 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, "%s\n    {\"kind\": \"%s\", \"call\": \"%s\", \"address\": \"0x%llx\", \"stack\": ",
                 i ? "," : "", hl_error_kind_name(e->kind), hl_fn_name(e->fn),
                 (unsigned long long)e->addr);
-        jstack(out, c, e->stack);
+        report_json_stack(out, c, e->stack);
         if (e->has_block) {
             fprintf(out, ", \"block_size\": %llu, \"alloc_call\": \"%s\", \"alloc_stack\": ",
                     (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
-            jstack(out, c, e->alloc_stack);
+            report_json_stack(out, c, e->alloc_stack);
             if (e->release_stack) {
                 fputs(", \"release_stack\": ", out);
-                jstack(out, c, e->release_stack);
+                report_json_stack(out, c, e->release_stack);
             }
         }
         fputc('}', out);
@@ -134,11 +134,11 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fputs("\n  ],\n  \"children\": [", out);
     for (size_t i = 0; i < o->nchildren; i++) {
         fprintf(out, "%s{\"pid\": %ld, \"trace\": ", i ? ", " : "", o->children[i].pid);
-        jstr(out, o->children[i].trace);
+        report_json_string(out, o->children[i].trace);
         fputc('}', out);
     }
     fputs("],\n  \"trace\": ", out);
-    jstr(out, o->trace_path);
+    report_json_string(out, o->trace_path);
     fputs("\n}\n", out);
     return ferror(out) ? -1 : 0;
 }

@@ -7,7 +7,7 @@
 
 #define P "==heaplens== "
 
-static void commas(char* out, size_t cap, unsigned long long v) {
+const char* report_commas(char* out, size_t cap, unsigned long long v) {
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%llu", v), o = 0;
     for (int i = 0; i < n && (size_t)o + 2 < cap; i++) {
@@ -16,6 +16,7 @@ static void commas(char* out, size_t cap, unsigned long long v) {
         out[o++] = tmp[i];
     }
     out[o] = 0;
+    return out;
 }
 
 static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
@@ -87,7 +88,7 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                 (unsigned long long)e->addr);
         print_stack(out, c, e->stack);
         if (e->has_block) {
-            commas(a, sizeof a, e->block_size);
+            report_commas(a, sizeof a, e->block_size);
             fprintf(out, P " Address 0x%llx is the start of a block of size %s %s by %s:\n",
                     (unsigned long long)e->addr, a,
                     e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ? "alloc'd"
@@ -102,20 +103,20 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, P "\n");
     }
 
-    commas(a, sizeof a, m->heap_bytes);
-    commas(b, sizeof b, m->heap_blocks);
+    report_commas(a, sizeof a, m->heap_bytes);
+    report_commas(b, sizeof b, m->heap_blocks);
     fprintf(out, P "HEAP SUMMARY:\n");
     fprintf(out, P "    in use at exit: %s bytes in %s blocks\n", a, b);
-    commas(a, sizeof a, m->allocations);
-    commas(b, sizeof b, m->frees);
-    commas(d, sizeof d, m->bytes_allocated);
+    report_commas(a, sizeof a, m->allocations);
+    report_commas(b, sizeof b, m->frees);
+    report_commas(d, sizeof d, m->bytes_allocated);
     fprintf(out, P "  total heap usage: %s allocs, %s frees, %s bytes allocated\n", a, b, d);
-    commas(a, sizeof a, m->peak_bytes);
-    commas(b, sizeof b, m->peak_blocks);
+    report_commas(a, sizeof a, m->peak_bytes);
+    report_commas(b, sizeof b, m->peak_blocks);
     fprintf(out, P "         peak heap: %s bytes in %s blocks, at %.3f ms\n", a, b,
             (double)m->peak_time_ns / 1e6);
     if (m->mmaps) {
-        commas(a, sizeof a, m->mapped_peak);
+        report_commas(a, sizeof a, m->mapped_peak);
         fprintf(out, P "          mappings: %llu mmap, %llu munmap, peak %s bytes mapped\n",
                 (unsigned long long)m->mmaps, (unsigned long long)m->munmaps, a);
     }
@@ -132,12 +133,12 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         if (!(o->show_kinds & (1u << r->kind)))
             continue;
         shown++;
-        commas(a, sizeof a, r->bytes);
-        commas(b, sizeof b, r->blocks);
+        report_commas(a, sizeof a, r->bytes);
+        report_commas(b, sizeof b, r->blocks);
         if (r->indirect_bytes) {
-            commas(d, sizeof d, r->bytes + r->indirect_bytes);
+            report_commas(d, sizeof d, r->bytes + r->indirect_bytes);
             char e[32];
-            commas(e, sizeof e, r->indirect_bytes);
+            report_commas(e, sizeof e, r->indirect_bytes);
             fprintf(out, P "%s (%s direct, %s indirect) bytes in %s blocks are %s in loss record %d of %d\n",
                     d, a, e, b, kind_words(r->kind), shown, total_shown);
         } else {
@@ -154,19 +155,19 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->is_scanned) {
         fprintf(out, P "LEAK SUMMARY:\n");
         for (int k = 0; k < HL_LEAK_COUNT; k++) {
-            commas(a, sizeof a, lk.kinds[k].bytes);
-            commas(b, sizeof b, lk.kinds[k].blocks);
+            report_commas(a, sizeof a, lk.kinds[k].bytes);
+            report_commas(b, sizeof b, lk.kinds[k].blocks);
             fprintf(out, P "   %15s: %s bytes in %s blocks\n", kind_words(k), a, b);
         }
-        commas(a, sizeof a, lk.suppressed.bytes);
-        commas(b, sizeof b, lk.suppressed.blocks);
+        report_commas(a, sizeof a, lk.suppressed.bytes);
+        report_commas(b, sizeof b, lk.suppressed.blocks);
         fprintf(out, P "   %15s: %s bytes in %s blocks\n", "suppressed", a, b);
         if (!(m->scan_flags & HL_SCAN_ALL_THREADS))
             fprintf(out, P "   (some threads could not be stopped for the scan: their registers "
                            "were not roots)\n");
     } else {
-        commas(a, sizeof a, lk.kinds[HL_KIND_UNSCANNED].bytes);
-        commas(b, sizeof b, lk.kinds[HL_KIND_UNSCANNED].blocks);
+        report_commas(a, sizeof a, lk.kinds[HL_KIND_UNSCANNED].bytes);
+        report_commas(b, sizeof b, lk.kinds[HL_KIND_UNSCANNED].blocks);
         fprintf(out, P "LEAK SUMMARY: not scanned (the process ended without running the scan)\n");
         fprintf(out, P "   still allocated at the end: %s bytes in %s blocks\n", a, b);
     }

@@ -16,53 +16,6 @@ const char* ag_frame_name(const report_frame_t* f, char* buf, size_t cap) {
     return buf;
 }
 
-void ag_json_str(FILE* out, const char* s) {
-    if (!s) {
-        fputs("null", out);
-        return;
-    }
-    fputc('"', out);
-    for (const unsigned char* p = (const unsigned char*)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
-void ag_json_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
-    const report_frame_t* fr;
-    int n = report_stack(c, stack, &fr);
-    fputc('[', out);
-    for (int i = 0; i < n; i++) {
-        const report_frame_t* f = &fr[i];
-        fprintf(out, "%s{\"function\": ", i ? ", " : "");
-        ag_json_str(out, f->function);
-        fputs(", \"file\": ", out);
-        ag_json_str(out, f->file);
-        fprintf(out, ", \"line\": %u, \"module\": ", f->line);
-        ag_json_str(out, f->module);
-        fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
-                f->is_inlined ? "true" : "false");
-    }
-    fputc(']', out);
-}
-
-static const char* commas(char* out, size_t cap, unsigned long long v) {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%llu", v), o = 0;
-    for (int i = 0; i < n && (size_t)o + 2 < cap; i++) {
-        if (i && (n - i) % 3 == 0)
-            out[o++] = ',';
-        out[o++] = tmp[i];
-    }
-    out[o] = 0;
-    return out;
-}
-
 static const char* human(char* out, size_t cap, uint64_t v) {
     static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double d = (double)v;
@@ -113,30 +66,30 @@ static void text_summary(FILE* out, report_ctx_t* c, const aggregate_t* a) {
             (unsigned long long)m->pid);
     text_window(out, a);
     fprintf(out, "  allocations: %s, %s bytes (%s), from %s call sites\n",
-            commas(x, sizeof x, t->allocations), commas(y, sizeof y, t->bytes),
-            human(h, sizeof h, t->bytes), commas(z, sizeof z, t->sites));
-    fprintf(out, "  frees: %s, %s bytes\n", commas(x, sizeof x, t->frees),
-            commas(y, sizeof y, t->freed_bytes));
+            report_commas(x, sizeof x, t->allocations), report_commas(y, sizeof y, t->bytes),
+            human(h, sizeof h, t->bytes), report_commas(z, sizeof z, t->sites));
+    fprintf(out, "  frees: %s, %s bytes\n", report_commas(x, sizeof x, t->frees),
+            report_commas(y, sizeof y, t->freed_bytes));
     fprintf(out, "  peak heap: %s bytes (%s) in %s blocks, at %.3f ms\n",
-            commas(x, sizeof x, a->peak_bytes), human(h, sizeof h, a->peak_bytes),
-            commas(y, sizeof y, a->peak_blocks), (double)a->peak_time_ns / 1e6);
+            report_commas(x, sizeof x, a->peak_bytes), human(h, sizeof h, a->peak_bytes),
+            report_commas(y, sizeof y, a->peak_blocks), (double)a->peak_time_ns / 1e6);
     if (a->rss_peak)
-        fprintf(out, "  peak RSS: %s bytes (%s)\n", commas(x, sizeof x, a->rss_peak),
+        fprintf(out, "  peak RSS: %s bytes (%s)\n", report_commas(x, sizeof x, a->rss_peak),
                 human(h, sizeof h, a->rss_peak));
     if (a->mapped_peak)
-        fprintf(out, "  peak mapped (mmap): %s bytes (%s)\n", commas(x, sizeof x, a->mapped_peak),
+        fprintf(out, "  peak mapped (mmap): %s bytes (%s)\n", report_commas(x, sizeof x, a->mapped_peak),
                 human(h, sizeof h, a->mapped_peak));
     fprintf(out, "  leaked (live at the end): %s bytes in %s blocks\n",
-            commas(x, sizeof x, t->leaked_bytes), commas(y, sizeof y, t->leaked_blocks));
+            report_commas(x, sizeof x, t->leaked_bytes), report_commas(y, sizeof y, t->leaked_blocks));
     for (int k = 0; k < HL_NKINDS; k++) {
         if (!t->leaks[k].blocks)
             continue;
         fprintf(out, "    %15s: %s bytes in %s blocks\n", kind_words(k),
-                commas(x, sizeof x, t->leaks[k].bytes), commas(y, sizeof y, t->leaks[k].blocks));
+                report_commas(x, sizeof x, t->leaks[k].bytes), report_commas(y, sizeof y, t->leaks[k].blocks));
     }
     fprintf(out, "  temporary allocations: %s (%.1f%% of allocations), %s bytes\n",
-            commas(x, sizeof x, t->temporary), pct(t->temporary, t->allocations),
-            commas(y, sizeof y, t->temporary_bytes));
+            report_commas(x, sizeof x, t->temporary), pct(t->temporary, t->allocations),
+            report_commas(y, sizeof y, t->temporary_bytes));
     fputc('\n', out);
 }
 
@@ -171,11 +124,11 @@ static void text_top(FILE* out, report_ctx_t* c, const aggregate_t* a, int top, 
         const ag_site_t* s = v[i];
         fprintf(out,
                 "#%ld  %s: %s  |  allocations %s, bytes %s, peak %s, leaked %s, temporary %s\n",
-                i + 1, ag_metric_name(sort), commas(w[0], sizeof w[0], ag_site_metric(s, sort)),
-                commas(w[1], sizeof w[1], s->allocations), commas(w[2], sizeof w[2], s->bytes),
-                commas(w[3], sizeof w[3], s->peak_bytes),
-                commas(w[4], sizeof w[4], s->leaked_bytes),
-                commas(w[5], sizeof w[5], s->temporary));
+                i + 1, ag_metric_name(sort), report_commas(w[0], sizeof w[0], ag_site_metric(s, sort)),
+                report_commas(w[1], sizeof w[1], s->allocations), report_commas(w[2], sizeof w[2], s->bytes),
+                report_commas(w[3], sizeof w[3], s->peak_bytes),
+                report_commas(w[4], sizeof w[4], s->leaked_bytes),
+                report_commas(w[5], sizeof w[5], s->temporary));
         text_stack(out, c, s->stack);
     }
     if (n == 0)
@@ -198,9 +151,9 @@ static void text_histogram(FILE* out, const aggregate_t* a) {
             continue;
         uint64_t lo, hi;
         ag_hist_bounds(k, &lo, &hi);
-        fprintf(out, "  %12s  %12s  %12s  %15s  ", commas(lo_s, sizeof lo_s, lo),
-                k >= 64 ? "-" : commas(hi_s, sizeof hi_s, hi),
-                commas(x, sizeof x, a->hist[k].count), commas(y, sizeof y, a->hist[k].bytes));
+        fprintf(out, "  %12s  %12s  %12s  %15s  ", report_commas(lo_s, sizeof lo_s, lo),
+                k >= 64 ? "-" : report_commas(hi_s, sizeof hi_s, hi),
+                report_commas(x, sizeof x, a->hist[k].count), report_commas(y, sizeof y, a->hist[k].bytes));
         bar(out, a->hist[k].count, max, 40);
         fputc('\n', out);
     }
@@ -236,13 +189,13 @@ static void text_timeline(FILE* out, const aggregate_t* a) {
                 p.rss_bytes = q->rss_bytes;
         }
         fprintf(out, "  %12.3f  %15s  %10s  %15s  %15s  ", (double)p.time_ns / 1e6,
-                commas(x, sizeof x, p.heap_bytes), commas(y, sizeof y, p.heap_blocks),
-                commas(z, sizeof z, p.mapped_bytes), commas(r, sizeof r, p.rss_bytes));
+                report_commas(x, sizeof x, p.heap_bytes), report_commas(y, sizeof y, p.heap_blocks),
+                report_commas(z, sizeof z, p.mapped_bytes), report_commas(r, sizeof r, p.rss_bytes));
         bar(out, p.heap_bytes, max, 30);
         fputc('\n', out);
     }
     fprintf(out, "  peak: %s bytes in %s blocks at %.3f ms\n\n",
-            commas(x, sizeof x, a->peak_bytes), commas(y, sizeof y, a->peak_blocks),
+            report_commas(x, sizeof x, a->peak_bytes), report_commas(y, sizeof y, a->peak_blocks),
             (double)a->peak_time_ns / 1e6);
 }
 
@@ -257,8 +210,8 @@ static void text_threads(FILE* out, const aggregate_t* a) {
         if (!t->allocations && !t->frees && !t->tid)
             continue;
         fprintf(out, "  %6u  %8u  %12s  %15s  %12s  %12s\n", t->index, t->tid,
-                commas(w[0], sizeof w[0], t->allocations), commas(w[1], sizeof w[1], t->bytes),
-                commas(w[2], sizeof w[2], t->frees), commas(w[3], sizeof w[3], t->temporary));
+                report_commas(w[0], sizeof w[0], t->allocations), report_commas(w[1], sizeof w[1], t->bytes),
+                report_commas(w[2], sizeof w[2], t->frees), report_commas(w[3], sizeof w[3], t->temporary));
     }
     fputc('\n', out);
 }
@@ -290,7 +243,7 @@ static void json_site(FILE* out, report_ctx_t* c, const ag_site_t* s) {
             s->stack, U(s->allocations), U(s->bytes), U(s->frees), U(s->peak_bytes),
             U(s->peak_blocks), U(s->leaked_bytes), U(s->leaked_blocks), U(s->temporary),
             U(s->temporary_bytes));
-    ag_json_stack(out, c, s->stack);
+    report_json_stack(out, c, s->stack);
     fputc('}', out);
 }
 
@@ -300,7 +253,7 @@ void ag_views_json(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_vi
         fprintf(out,
                 ",\n  \"summary\": {\"window\": {\"from_ns\": %lld, \"to_ns\": %lld}, \"filter\": ",
                 (long long)a->start_ns, (long long)a->end_ns);
-        ag_json_str(out, a->opts.filter);
+        report_json_string(out, a->opts.filter);
         fprintf(out,
                 ", \"allocations\": %llu, \"bytes_allocated\": %llu, \"frees\": %llu, "
                 "\"bytes_freed\": %llu, \"sites\": %llu, \"peak_heap_bytes\": %llu, "

@@ -26,6 +26,10 @@ void cli_report_defaults(cli_report_opts_t* o);
 int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
                      size_t nkids, int exit_status, int exit_signal, int* has_errors);
 
+// The HTML page for a loaded trace; 0, or 1 after printing one error line.
+int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
+                   const char* trace);
+
 int cmd_run(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c

@@ -241,52 +241,17 @@ static void site_label(dside_t* sides, const dsite_t* s, char* buf, size_t cap) 
         snprintf(buf, cap, "(no stack)");
 }
 
-static void jstr(FILE* out, const char* s) {
-    if (!s) {
-        fputs("null", out);
-        return;
-    }
-    fputc('"', out);
-    for (const unsigned char* p = (const unsigned char*)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
-static void jstack(FILE* out, report_ctx_t* c, uint32_t stack) {
-    const report_frame_t* fr;
-    int n = report_stack(c, stack, &fr);
-    fputc('[', out);
-    for (int i = 0; i < n; i++) {
-        const report_frame_t* f = &fr[i];
-        fprintf(out, "%s{\"function\": ", i ? ", " : "");
-        jstr(out, f->function);
-        fputs(", \"file\": ", out);
-        jstr(out, f->file);
-        fprintf(out, ", \"line\": %u, \"module\": ", f->line);
-        jstr(out, f->module);
-        fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
-                f->is_inlined ? "true" : "false");
-    }
-    fputc(']', out);
-}
-
 static void jside(FILE* out, const dside_t* d) {
     const model_t* m = d->m;
     fputs("{\"trace\": ", out);
-    jstr(out, d->path);
+    report_json_string(out, d->path);
     fputs(", \"exe\": ", out);
-    jstr(out, m->exe);
+    report_json_string(out, m->exe);
     fputs(", \"argv\": [", out);
     for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
         if (!first)
             fputs(", ", out);
-        jstr(out, m->argv + i);
+        report_json_string(out, m->argv + i);
     }
     fprintf(out,
             "], \"totals\": {\"allocations\": %llu, \"bytes_allocated\": %llu, "
@@ -307,7 +272,7 @@ static int write_json(FILE* out, dside_t* sides, const dtable_t* t) {
     fputs(",\n\"new\": ", out);
     jside(out, &sides[1]);
     fprintf(out, ",\n\"sort\": \"%s\",\n\"missing\": [", metric_key[g_sort]);
-    jstr(out, MISSING);
+    report_json_string(out, MISSING);
     fputs("],\n\"sites\": [", out);
     for (size_t i = 0; i < t->n; i++) {
         const dsite_t* s = &t->v[i];
@@ -317,7 +282,7 @@ static int write_json(FILE* out, dside_t* sides, const dtable_t* t) {
             fprintf(out, ", \"%s\": {\"old\": %llu, \"new\": %llu, \"delta\": %lld}", metric_key[k],
                     (unsigned long long)s->v[0][k], (unsigned long long)s->v[1][k], delta(s, k));
         fputs(", \"stack\": ", out);
-        jstack(out, sides[side].ctx, s->stack[side]);
+        report_json_stack(out, sides[side].ctx, s->stack[side]);
         fputc('}', out);
     }
     fputs("\n]\n}\n}\n", out);

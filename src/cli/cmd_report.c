@@ -283,18 +283,8 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
             status = 1;
         }
     }
-    if (o->html_path) { // the page: this JSON report, every view and the address map
-        char err[512] = "cannot open for writing";
-        FILE* f = strcmp(o->html_path, "-") == 0 ? stdout : fopen(o->html_path, "w");
-        if (!f || report_html_trace(f, ctx, &ro, trace, err, sizeof err) != 0) {
-            cli_error("%s: %s", o->html_path, err);
-            status = 1;
-        }
-        if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
-            cli_error("%s: cannot write the HTML report", o->html_path);
-            status = 1;
-        }
-    }
+    if (o->html_path && cli_write_html(o->html_path, ctx, &ro, trace) != 0)
+        status = 1;
     status |= write_file(w->collapsed, "collapsed stacks", do_collapsed, ctx, &a, w);
     status |= write_file(w->flamegraph, "flame graph", do_flamegraph, ctx, &a, w);
     status |= write_file(w->pprof, "pprof profile", do_pprof, ctx, &a, w);

@@ -152,6 +152,22 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
     return 0;
 }
 
+int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
+                   const char* trace) {
+    char err[512] = "cannot open for writing";
+    FILE* f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    int status = 0;
+    if (!f || report_html_trace(f, ctx, ro, trace, err, sizeof err) != 0) {
+        cli_error("%s: %s", path, err);
+        status = 1;
+    }
+    if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
+        cli_error("%s: cannot write the HTML report", path);
+        status = 1;
+    }
+    return status;
+}
+
 int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
                      size_t nkids, int exit_status, int exit_signal, int* has_errors) {
     *has_errors = 0;
@@ -208,18 +224,8 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
         if (f && f != stdout)
             fclose(f);
     }
-    if (o->html_path) { // the page: this JSON report, every view and the address map
-        char err[512] = "cannot open for writing";
-        FILE* f = strcmp(o->html_path, "-") == 0 ? stdout : fopen(o->html_path, "w");
-        if (!f || report_html_trace(f, ctx, &ro, trace, err, sizeof err) != 0) {
-            cli_error("%s: %s", o->html_path, err);
-            status = 1;
-        }
-        if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
-            cli_error("%s: cannot write the HTML report", o->html_path);
-            status = 1;
-        }
-    }
+    if (o->html_path && cli_write_html(o->html_path, ctx, &ro, trace) != 0)
+        status = 1;
     report_leaks_t lk;
     report_leaks(ctx, supp, &lk);
     *has_errors = lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
