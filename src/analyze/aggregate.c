@@ -124,6 +124,7 @@ enum { BLK_USED = 1, BLK_IN_WINDOW = 2, BLK_KEPT = 4 };
 
 typedef struct blk_s {
     uint64_t key;
+    uint64_t addr;
     uint64_t size;
     uint32_t stack;
     uint8_t flags;
@@ -379,6 +380,25 @@ static int take_early(pass_t* p, uint64_t key, early_t* out) {
     return 0;
 }
 
+// The heap's address space at the moment the (unfiltered) heap first reaches its peak: every
+// live block, taken once, in the same pass (the first pass told the peak's height).
+static void snapshot_peak(pass_t* p) {
+    aggregate_t* a = p->a;
+    a->peak_map = malloc((p->blocks_live + 1) * sizeof *a->peak_map);
+    if (!a->peak_map)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < p->cap && n <= p->blocks_live; i++) {
+        const blk_t* b = &p->blocks[i];
+        if ((b->flags & BLK_USED) && (b->flags & BLK_KEPT)) {
+            a->peak_map[n][0] = b->addr;
+            a->peak_map[n][1] = b->size;
+            n++;
+        }
+    }
+    a->npeak_map = n;
+}
+
 static void on_alloc(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
     uint64_t thread = r->u[0], size = r->u[2], stack = r->u[3];
@@ -392,6 +412,7 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
         return;
     }
     ag_site_t* s = site_of(p, stack);
+    b->addr = r->u[1];
     b->size = size;
     b->stack = (uint32_t)(stack < a->nsites ? stack : 0);
     b->kind = HL_KIND_UNSCANNED;
@@ -403,6 +424,8 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
         tl_advance(p, r->time_ns);
         heap_up(p, s, size, r->time_ns);
         tl_note(p, r->time_ns);
+        if (!a->is_filtered && !a->peak_map && p->heap == p->m->peak_bytes && p->heap)
+            snapshot_peak(p);
         if (win) {
             s->allocations++;
             s->bytes += size;
@@ -449,6 +472,7 @@ static void on_inherit(pass_t* p, const rd_record_t* r) {
     }
     uint64_t stack = r->u[4];
     ag_site_t* s = site_of(p, stack);
+    b->addr = r->u[2];
     b->size = r->u[3];
     b->stack = (uint32_t)(stack < p->a->nsites ? stack : 0);
     b->kind = HL_KIND_UNSCANNED;
@@ -619,6 +643,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 }
 
 void aggregate_free(aggregate_t* a) {
+    free(a->peak_map);
     free(a->timeline);
     free(a->sites);
     free(a->threads);

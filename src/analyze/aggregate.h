@@ -75,6 +75,8 @@ typedef struct aggregate_s {
     size_t nthreads;
     ag_totals_t totals;
     int is_filtered;
+    uint64_t (*peak_map)[2]; // (address, size) of every block live at the peak; unfiltered only
+    size_t npeak_map;
 } aggregate_t;
 
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.

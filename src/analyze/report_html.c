@@ -74,10 +74,15 @@ int report_html(FILE* out, const char* json_text, size_t json_len) {
 #define HTML_MAX_SITES 20000  // the page merges small frames anyway; this bounds the file
 #define HTML_MAX_BLOCKS 200000
 
-// "address_map": {"exit": [[addr, size, state], ...]} from the model's blocks live at the end,
-// with the scan's verdict as state. (No "peak" snapshot: the model does not keep one.)
-static void json_address_map(FILE* out, const model_t* m) {
-    fputs(",\n  \"address_map\": {\"exit\": [", out);
+// "address_map": {"peak": [[addr, size, "live"], ...], "exit": [[addr, size, state], ...]}:
+// the blocks live at the peak (the second pass's snapshot) and at the end, with the scan's
+// verdict as state.
+static void json_address_map(FILE* out, const model_t* m, const aggregate_t* a) {
+    fputs(",\n  \"address_map\": {\"peak\": [", out);
+    for (size_t i = 0; i < a->npeak_map && i < HTML_MAX_BLOCKS; i++)
+        fprintf(out, "%s[%llu, %llu, \"live\"]", i ? ", " : "",
+                (unsigned long long)a->peak_map[i][0], (unsigned long long)a->peak_map[i][1]);
+    fputs("], \"exit\": [", out);
     size_t n = 0;
     for (size_t i = 0; i < m->blocks_cap && n < HTML_MAX_BLOCKS; i++) {
         const md_block_t* b = &m->blocks[i];
@@ -123,7 +128,7 @@ int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, con
         ag_view_opts_t v = {.summary = 1, .histogram = 1, .timeline = 1, .threads = 1,
                             .top = HTML_MAX_SITES, .sort = AG_METRIC_BYTES};
         ag_views_json(mem, ctx, &a, &v);
-        json_address_map(mem, report_model(ctx));
+        json_address_map(mem, report_model(ctx), &a);
         fputs("\n}\n", mem);
     } else if (rc == 0) {
         rc = -EINVAL;
