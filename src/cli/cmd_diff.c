@@ -9,9 +9,7 @@
 // Also heaplens html REPORT.json [-o PAGE.html]: the report page for a JSON report written
 // earlier (by --json, or by another tool in the same shape).
 //
-// Missing: bytes live per site at the peak. The model keeps per-stack totals and what is live
-// at exit, not a per-stack peak; "peak_bytes" is left out of the sites (the page and the text
-// say so) and only the process-wide peak is compared.
+// Bytes at the peak per site come from the aggregate pass (aggregate.h), run on each trace.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -20,11 +18,12 @@
 #include <string.h>
 
 #include "../analyze/report_html.h"
+#include "../analyze/aggregate.h"
 #include "cli.h"
 
-enum { M_ALLOCS, M_BYTES, M_LIVE, M_LEAKED, NMETRIC };
+enum { M_ALLOCS, M_BYTES, M_LIVE, M_LEAKED, M_PEAK, NMETRIC };
 static const char* const metric_key[NMETRIC] = {"allocations", "bytes", "live_bytes",
-                                                "leaked_bytes"};
+                                                "leaked_bytes", "peak_bytes"};
 
 typedef struct dsite_s {
     char* key;
@@ -44,6 +43,7 @@ typedef struct dside_s {
     const char* path;
     model_t* m;
     report_ctx_t* ctx;
+    aggregate_t agg; // per-site bytes at the peak
     uint64_t leaked_bytes;
 } dside_t;
 
@@ -147,6 +147,8 @@ static int add_side(dtable_t* t, dside_t* d, int side) {
         ds->v[side][M_ALLOCS] += s->allocations;
         ds->v[side][M_BYTES] += s->bytes;
         ds->v[side][M_LIVE] += s->live_bytes;
+        if (id < d->agg.nsites)
+            ds->v[side][M_PEAK] += d->agg.sites[id].peak_bytes;
     }
     report_leaks_t lk;
     report_leaks(d->ctx, NULL, &lk);
@@ -262,18 +264,12 @@ static void jside(FILE* out, const dside_t* d) {
             (unsigned long long)d->leaked_bytes, (unsigned long long)m->rss_peak);
 }
 
-static const char* const MISSING =
-    "per-site bytes at the peak (the model keeps per-stack totals and what is live at exit, "
-    "not a per-stack peak; only the process-wide peak is compared)";
-
 static int write_json(FILE* out, dside_t* sides, const dtable_t* t) {
     fputs("{\n\"diff\": {\n\"old\": ", out);
     jside(out, &sides[0]);
     fputs(",\n\"new\": ", out);
     jside(out, &sides[1]);
-    fprintf(out, ",\n\"sort\": \"%s\",\n\"missing\": [", metric_key[g_sort]);
-    report_json_string(out, MISSING);
-    fputs("],\n\"sites\": [", out);
+    fprintf(out, ",\n\"sort\": \"%s\",\n\"sites\": [", metric_key[g_sort]);
     for (size_t i = 0; i < t->n; i++) {
         const dsite_t* s = &t->v[i];
         int side = s->stack[1] ? 1 : 0;
@@ -321,22 +317,22 @@ static void write_text(FILE* out, dside_t* sides, const dtable_t* t, size_t top)
     size_t grown = 0;
     for (size_t i = 0; i < t->n; i++)
         grown += delta(&t->v[i], g_sort) > 0;
-    fprintf(out, "\nsites that grew in %s: %zu of %zu (top %zu; note: no per-site peak yet)\n",
+    fprintf(out, "\nsites that grew in %s: %zu of %zu (top %zu)\n",
             g_sort == M_BYTES ? "bytes allocated" : metric_key[g_sort], grown, t->n,
             top < grown ? top : grown);
-    fprintf(out, "  %3s %11s %11s %11s %11s  %s\n", "#", "bytes", "allocs", "live@exit", "leaked",
-            "site");
+    fprintf(out, "  %3s %11s %11s %11s %11s %11s  %s\n", "#", "bytes", "allocs", "at peak",
+            "live@exit", "leaked", "site");
     char label[1024];
     for (size_t i = 0, shown = 0; i < t->n && shown < top; i++) {
         const dsite_t* s = &t->v[i];
         if (delta(s, g_sort) <= 0)
             break;
         site_label(sides, s, label, sizeof label);
-        char d[32];
-        fprintf(out, "  %3zu %11s %+11lld %11s %11s  %s%s\n", ++shown,
+        char d[32], e[32];
+        fprintf(out, "  %3zu %11s %+11lld %11s %11s %11s  %s%s\n", ++shown,
                 human(delta(s, M_BYTES), a, 32, 1), delta(s, M_ALLOCS),
-                human(delta(s, M_LIVE), b, 32, 1), human(delta(s, M_LEAKED), d, 32, 1), label,
-                s->stack[0] ? "" : "  [new]");
+                human(delta(s, M_PEAK), e, 32, 1), human(delta(s, M_LIVE), b, 32, 1),
+                human(delta(s, M_LEAKED), d, 32, 1), label, s->stack[0] ? "" : "  [new]");
     }
 }
 
@@ -358,10 +354,18 @@ static int load_side(dside_t* d, const char* path, const char* sysroot) {
         cli_error("out of memory");
         return -1;
     }
+    ag_opts_t ao;
+    memset(&ao, 0, sizeof ao);
+    char err[256] = "";
+    if (aggregate_build(&d->agg, d->ctx, path, &ao, err, sizeof err) != 0) {
+        cli_error("%s: %s", path, err);
+        return -1;
+    }
     return 0;
 }
 
 static void free_side(dside_t* d) {
+    aggregate_free(&d->agg);
     if (d->ctx)
         report_ctx_free(d->ctx);
     if (d->m) {
@@ -374,7 +378,7 @@ static void diff_usage(FILE* out) {
     fputs("usage: heaplens diff [options] OLD.hl NEW.hl\n"
           "  --json FILE     the comparison as JSON ('-' for stdout)\n"
           "  --html FILE     the comparison as a self-contained HTML page\n"
-          "  --sort KEY      bytes (default), allocations, live, leaked\n"
+          "  --sort KEY      bytes (default), allocations, peak, live, leaked\n"
           "  -n N            sites listed in the text (default 20)\n"
           "  --sysroot DIR   look up the traced binaries under DIR\n"
           "  -q, --quiet     no text report\n",
@@ -418,12 +422,11 @@ int cmd_diff(int argc, char** argv) {
                 g_sort = M_LIVE;
             else if (!strcmp(v, "leaked"))
                 g_sort = M_LEAKED;
-            else if (!strcmp(v, "peak")) {
-                cli_error("diff: --sort peak: the traces' model has no per-site peak yet "
-                          "(bytes, allocations, live, leaked)");
-                return 2;
-            } else {
-                cli_error("diff: --sort: unknown key '%s' (bytes, allocations, live, leaked)", v);
+            else if (!strcmp(v, "peak"))
+                g_sort = M_PEAK;
+            else {
+                cli_error("diff: --sort: unknown key '%s' (bytes, allocations, peak, live, leaked)",
+                          v);
                 return 2;
             }
         } else if (a[0] == '-' && a[1]) {

@@ -183,9 +183,14 @@ assert first["leaked_bytes"]["delta"] == (500 - 10) * 256, "leaked delta %r" % f
 steady = [x for x in s if any(f.get("function") == "steady_buffer" for f in x["stack"][:2])]
 assert steady and steady[0]["bytes"]["delta"] == 0 and steady[0]["status"] == "both", "steady_buffer %r" % steady[:1]
 assert d["old"]["totals"]["allocations"] < d["new"]["totals"]["allocations"]
+# held until exit, so at the peak too
+assert 0 < first["peak_bytes"]["delta"] <= first["bytes"]["delta"], "peak delta %r" % first["peak_bytes"]
 EOF
     )
     ok "diff: JSON: grow_table first, +4900 allocations, +1293600 B, leaked +125440 B, steady_buffer matched" $? "$out"
+    timeout $TIMEOUT "$HL" diff --sort peak "$WORK/old.hl" "$WORK/new.hl" >"$WORK/diffpeak.txt" 2>&1
+    first=$(grep -E '^ +1 ' "$WORK/diffpeak.txt" | head -1)
+    if grep -q grow_table <<<"$first"; then pass "diff: --sort peak lists grow_table first"; else fail "diff: --sort peak lists grow_table first" "$(head -c 400 "$WORK/diffpeak.txt")"; fi
     browser diff "$WORK/diff.html" --mode diff --no-zoom --first-site grow_table --screenshot "$ART/diff.png"
     cp "$WORK/diff.html" "$ART/diff.html" 2>/dev/null
 fi
