@@ -91,6 +91,24 @@ uint32_t stack_intern(const uintptr_t* ips, int n) {
     return parent;
 }
 
+uint32_t stack_ancestor(uint32_t id, int up) {
+    while (id && up-- > 0)
+        id = nodes[id].parent;
+    return id;
+}
+
+uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k) {
+    if (hl_unlikely(!slots || !base))
+        return 0;
+    uint64_t h = nodes[base].path_hash;
+    uint32_t depth = nodes[base].depth;
+    for (int i = k - 1; i >= 0 && base; i--) {
+        h = path_mix(h, inner[i]);
+        base = node_get(base, inner[i], h, ++depth);
+    }
+    return base;
+}
+
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
     if (id == 0 || id > atomic_load(&next_id) || !nodes)
         return -1;

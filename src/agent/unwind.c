@@ -359,15 +359,21 @@ static inline rule_t rule_for(cache_entry_t* cache, uintptr_t ip) {
 // saved return address are still the same, so is the backtrace, and no rule is consulted.
 typedef struct last_stack_s {
     int n;
+    int is_complete;               // the walk reached the outermost frame (not the depth limit)
+    int reused_at, reused_from;    // frames [reused_at, n) were copied from last's [reused_from..]
     uint32_t id;
-    uintptr_t sp0;
     uintptr_t ips[HL_MAX_DEPTH];
     uintptr_t slots[HL_MAX_DEPTH]; // slots[k]: the address ips[k + 1] was read from
+    uintptr_t sps[HL_MAX_DEPTH];   // sps[k]: the stack pointer in frame k
 } last_stack_t;
 
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
-    last_stack_t last[2]; // one for allocations, one for releases: loops alternate them
+    // Per kind of capture (allocations, releases: loops alternate them), the last walk and the
+    // one in progress; they swap roles after each walk.
+    last_stack_t walks[2][2];
+    int current[2];
+    last_stack_t scratch; // unwind_here's
 } unwind_state_t;
 
 static unwind_state_t* thread_state(void) {
@@ -398,18 +404,51 @@ static inline int leave_agent(uintptr_t* ip_out, uintptr_t* sp_out, uintptr_t* r
     return 0;
 }
 
-// CFI walk from (ip, sp, rbp); fills ips and, when slots is given, where each next ip was read.
-// Returns the frame count, or -1 when a frame needs the general unwinder.
-static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, uintptr_t* ips,
-                uintptr_t* slots, int max) {
+// Do the outer frames of `last` still stand from frame j on? Each saved return address must
+// still hold the value the previous walk read there.
+static inline int tail_still_valid(const last_stack_t* last, int j) {
+    for (int k = j; k < last->n - 1; k++)
+        if (*(const uintptr_t*)last->slots[k] != last->ips[k + 1])
+            return 0;
+    return 1;
+}
+
+// CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
+// `last` also passed (same stack pointer, same address) and the frames above it still stand,
+// their rest is copied instead of walked: a recursion or a loop calling different functions
+// from one place re-walks only what changed. Returns the frame count, or -1 when a frame needs
+// the general unwinder.
+static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
+                const last_stack_t* last, int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
     uintptr_t sp0 = sp;
-    int n = 0;
+    int n = 0, j = 0;
+    out->is_complete = 0;
+    out->reused_at = -1;
     while (n < max) {
-        ips[n++] = ip;
+        if (last) {
+            while (j < last->n && last->sps[j] < sp)
+                j++;
+            if (j < last->n && last->sps[j] == sp && last->ips[j] == ip &&
+                (last->is_complete || n + (last->n - j) >= max) && tail_still_valid(last, j)) {
+                int take = last->n - j < max - n ? last->n - j : max - n;
+                memcpy(&out->ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
+                memcpy(&out->slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
+                memcpy(&out->sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
+                out->is_complete = last->is_complete && take == last->n - j;
+                out->reused_at = take == last->n - j ? n : -1; // the whole tail, or no use
+                out->reused_from = j;
+                return n + take;
+            }
+        }
+        out->ips[n] = ip;
+        out->sps[n] = sp;
+        n++;
         rule_t r = rule_for(cache, ip);
-        if (r.flags & RULE_END)
+        if (r.flags & RULE_END) {
+            out->is_complete = 1;
             break;
+        }
         if (!(r.flags & RULE_VALID))
             return -1;
         uintptr_t cfa;
@@ -424,16 +463,17 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, u
             return -1;
         uintptr_t slot = cfa + r.ra_off;
         uintptr_t next_ip = *(uintptr_t*)slot;
-        if (slots)
-            slots[n - 1] = slot;
+        out->slots[n - 1] = slot;
         if (r.rbp_kind == RBP_AT_CFA)
             rbp = *(uintptr_t*)(cfa + r.rbp_off);
         else if (r.rbp_kind == RBP_AT_RBP)
             rbp = *(uintptr_t*)(rbp + r.rbp_off);
         sp = cfa;
         ip = next_ip;
-        if (ip < 4096)
+        if (ip < 4096) {
+            out->is_complete = 1;
             break;
+        }
     }
     return n;
 }
@@ -442,8 +482,14 @@ int unwind_here(uintptr_t* ips, int max) {
     uintptr_t ip, sp, rbp;
     if (leave_agent(&ip, &sp, &rbp) != 0)
         return unwind_general(ips, max);
-    int n = walk(thread_state(), ip, sp, rbp, ips, NULL, max);
-    return n < 0 ? unwind_general(ips, max) : n;
+    unwind_state_t* st = thread_state();
+    if (!st)
+        return unwind_general(ips, max);
+    int n = walk(st, ip, sp, rbp, &st->scratch, NULL, max);
+    if (n < 0)
+        return unwind_general(ips, max);
+    memcpy(ips, st->scratch.ips, (size_t)n * sizeof(uintptr_t));
+    return n;
 }
 
 static HL_NOINLINE uint32_t capture(int which) {
@@ -454,26 +500,30 @@ static HL_NOINLINE uint32_t capture(int which) {
         uintptr_t ips[HL_MAX_DEPTH];
         return stack_intern(ips, unwind_general(ips, max));
     }
-    last_stack_t* last = &st->last[which];
-    if (last->n > 0 && last->sp0 == sp && last->ips[0] == ip) {
-        int k = 0;
-        while (k < last->n - 1 && *(const uintptr_t*)last->slots[k] == last->ips[k + 1])
-            k++;
-        if (k == last->n - 1)
-            return last->id;
-    }
-    int n = walk(st, ip, sp, rbp, last->ips, last->slots, max);
+    last_stack_t* last = &st->walks[which][st->current[which]];
+    if (last->n > 0 && last->sps[0] == sp && last->ips[0] == ip && tail_still_valid(last, 0))
+        return last->id; // the very same stack as last time
+    last_stack_t* fresh = &st->walks[which][st->current[which] ^ 1];
+    int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
     if (n < 0) {
         last->n = 0;
         uintptr_t ips[HL_MAX_DEPTH];
         return stack_intern(ips, unwind_general(ips, max));
     }
-    // The last frame's own slot was never read when the walk stopped at max: the match above
-    // compares n - 1 slots, all of which were.
-    last->n = n;
-    last->sp0 = sp;
-    last->id = stack_intern(last->ips, n);
-    return last->id;
+    // The last frame's own slot may be unread (the walk stopped at max): matches compare the
+    // n - 1 slots that were.
+    fresh->n = n;
+    fresh->id = 0;
+    if (fresh->reused_at > 0) {
+        // The outer frames are the previous stack's: start from its node for them.
+        uint32_t base = stack_ancestor(last->id, fresh->reused_from);
+        if (base)
+            fresh->id = stack_extend(base, fresh->ips, fresh->reused_at);
+    }
+    if (!fresh->id)
+        fresh->id = stack_intern(fresh->ips, n);
+    st->current[which] ^= 1;
+    return fresh->id;
 }
 
 uint32_t stack_capture(void) { return capture(0); }

@@ -231,6 +231,13 @@ check cxx_new_delete "$J" \
     "names('cxx_plain_pairs') == []" "names('cxx_aligned_pair') == []" "names('cxx_sized_pair') == []" \
     "errors == []"
 
+hl stack_shapes -- stack_shapes
+# 16 leaves of a 4-level recursion: 16 records, each through exactly 4 descend frames, no two
+# with the same path (file:line of every frame).
+check stack_shapes "$J" "lb('definite') == 16 * 24" "rec('definite', 'leak_at_leaf')['records'] == 16" \
+    "all(sum(1 for f in r['stack'] if f.get('function') == 'descend') == 4 for r in records if r.get('kind') == 'definitely_lost')" \
+    "len({tuple((f.get('function'), f.get('line')) for f in r['stack']) for r in records if r.get('kind') == 'definitely_lost'}) == 16"
+
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0
 # memcheck 3.19 on the same program: 0 lost of any kind, these 213 bytes still reachable.
