@@ -138,7 +138,7 @@ run_tool() { # WORKLOAD TOOL ROUND
         [ -x "$heaplens" ] || { record "$w" "$tool" "$r" run "fail=$heaplens not built"; return; }
         rm -f "$dir/hl.r$r.hl"
         "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
-            "$heaplens" run -d "$depth" ${HEAPLENS_ARGS:-} -o "$dir/hl.r$r.hl" -- $cmd ;;
+            "$heaplens" run -q -d "$depth" ${HEAPLENS_ARGS:-} -o "$dir/hl.r$r.hl" -- $cmd ;;
     esac
     if [ ! -s "$res" ]; then record "$w" "$tool" "$r" run "fail=measure produced no result"; return; fi
     local fields trace="" size="" fail=""

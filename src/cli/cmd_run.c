@@ -352,6 +352,9 @@ int cmd_run(int argc, char** argv) {
         cli_error("%s wrote no trace (set-user-ID programs ignore LD_PRELOAD; the agent may have "
                   "failed to start)", prog);
         report_failed = 1;
+    } else if (o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
+               !o.report.error_exitcode) {
+        // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
     } else {
         report_failed = cli_report_trace(root_trace, &o.report, kids, nkids, exit_status,
                                          exit_signal, &has_errors) != 0;
