@@ -98,7 +98,7 @@ void live_insert(const hl_block_t* b) {
             shard_unlock(s);
             return;
         }
-        if (!reuse && slot->state == HL_BLOCK_TOMB)
+        if (!reuse && slot->state != HL_BLOCK_LIVE) // a freed block's slot: its history goes
             reuse = slot;
         i = (i + 1) & s->mask;
     }
