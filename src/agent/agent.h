@@ -194,11 +194,12 @@ HL_INLINE void ring_commit(hl_ring_t* r) {
 // ---------------------------------------------------------------------------------------------
 #define HL_MAX_DEPTH 256
 int unwind_here(uintptr_t* ips, int max); // frames above the agent's own
-uint32_t stack_intern(const uintptr_t* ips, int n); // innermost first; 0 = no stack
-// The stack `up` frames out from `id` (its callers' node), and the stack made of `inner`
-// (k frames, innermost first) called from `base`: interning only what changed.
-uint32_t stack_ancestor(uint32_t id, int up);
-uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k);
+// Intern ips (innermost first); 0 = no stack. node_of (may be NULL) receives, for each k, the
+// node of the stack made of frames k..n-1 (the callers' stacks), so they can be reused.
+uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of);
+// The stack made of `inner` (k frames, innermost first) called from the stack `base`:
+// interning only what changed. node_of as for stack_intern (entries 0..k-1).
+uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of);
 // A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 uint32_t stack_count(void);                          // ids are 1..stack_count()

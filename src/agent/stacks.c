@@ -63,7 +63,7 @@ static uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t dep
     }
 }
 
-uint32_t stack_intern(const uintptr_t* ips, int n) {
+uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
     if (hl_unlikely(!slots || n <= 0))
         return 0;
     uint64_t h = 0;
@@ -76,8 +76,14 @@ uint32_t stack_intern(const uintptr_t* ips, int n) {
         if (id == 0)
             break;
         const node_t* nd = &nodes[id];
-        if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n)
+        if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
+            if (node_of) { // the callers' nodes, by walking up once
+                uint32_t up = id;
+                for (int k = 0; k < n && up; k++, up = nodes[up].parent)
+                    node_of[k] = up;
+            }
             return id;
+        }
         i = (i + 1) & (HL_STACK_SLOTS - 1);
     }
     uint32_t parent = 0;
@@ -87,17 +93,13 @@ uint32_t stack_intern(const uintptr_t* ips, int n) {
         parent = node_get(parent, ips[k], ph, (uint32_t)(n - k));
         if (!parent)
             return 0; // full: the event goes without a stack rather than not at all
+        if (node_of)
+            node_of[k] = parent;
     }
     return parent;
 }
 
-uint32_t stack_ancestor(uint32_t id, int up) {
-    while (id && up-- > 0)
-        id = nodes[id].parent;
-    return id;
-}
-
-uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k) {
+uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of) {
     if (hl_unlikely(!slots || !base))
         return 0;
     uint64_t h = nodes[base].path_hash;
@@ -105,6 +107,8 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k) {
     for (int i = k - 1; i >= 0 && base; i--) {
         h = path_mix(h, inner[i]);
         base = node_get(base, inner[i], h, ++depth);
+        if (node_of)
+            node_of[i] = base;
     }
     return base;
 }

@@ -365,6 +365,7 @@ typedef struct last_stack_s {
     uintptr_t ips[HL_MAX_DEPTH];
     uintptr_t slots[HL_MAX_DEPTH]; // slots[k]: the address ips[k + 1] was read from
     uintptr_t sps[HL_MAX_DEPTH];   // sps[k]: the stack pointer in frame k
+    uint32_t nodes[HL_MAX_DEPTH];  // nodes[k]: the interned stack of frames k..n-1
 } last_stack_t;
 
 typedef struct unwind_state_s {
@@ -435,6 +436,7 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
                 memcpy(&out->ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
                 memcpy(&out->slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
                 memcpy(&out->sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
+                memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
                 out->is_complete = last->is_complete && take == last->n - j;
                 out->reused_at = take == last->n - j ? n : -1; // the whole tail, or no use
                 out->reused_from = j;
@@ -498,7 +500,7 @@ static HL_NOINLINE uint32_t capture(int which) {
     unwind_state_t* st = thread_state();
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0)) {
         uintptr_t ips[HL_MAX_DEPTH];
-        return stack_intern(ips, unwind_general(ips, max));
+        return stack_intern(ips, unwind_general(ips, max), NULL);
     }
     last_stack_t* last = &st->walks[which][st->current[which]];
     if (last->n > 0 && last->sps[0] == sp && last->ips[0] == ip && tail_still_valid(last, 0))
@@ -508,7 +510,7 @@ static HL_NOINLINE uint32_t capture(int which) {
     if (n < 0) {
         last->n = 0;
         uintptr_t ips[HL_MAX_DEPTH];
-        return stack_intern(ips, unwind_general(ips, max));
+        return stack_intern(ips, unwind_general(ips, max), NULL);
     }
     // The last frame's own slot may be unread (the walk stopped at max): matches compare the
     // n - 1 slots that were.
@@ -516,12 +518,14 @@ static HL_NOINLINE uint32_t capture(int which) {
     fresh->id = 0;
     if (fresh->reused_at > 0) {
         // The outer frames are the previous stack's: start from its node for them.
-        uint32_t base = stack_ancestor(last->id, fresh->reused_from);
+        uint32_t base = fresh->nodes[fresh->reused_at];
         if (base)
-            fresh->id = stack_extend(base, fresh->ips, fresh->reused_at);
+            fresh->id = stack_extend(base, fresh->ips, fresh->reused_at, fresh->nodes);
     }
     if (!fresh->id)
-        fresh->id = stack_intern(fresh->ips, n);
+        fresh->id = stack_intern(fresh->ips, n, fresh->nodes);
+    if (!fresh->id)
+        fresh->n = 0; // the table is full: nothing here may be reused
     st->current[which] ^= 1;
     return fresh->id;
 }
@@ -533,7 +537,7 @@ int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
 
 uint32_t stack_capture(void) {
     uintptr_t ips[HL_MAX_DEPTH];
-    return stack_intern(ips, unwind_general(ips, hl_opt.depth));
+    return stack_intern(ips, unwind_general(ips, hl_opt.depth), NULL);
 }
 uint32_t stack_capture_release(void) { return stack_capture(); }
 #endif
