@@ -146,6 +146,10 @@ void os_futex_wake(_Atomic int* addr, int count);
 int os_tgkill(int pid, int tid, int sig);
 int os_is_agent_range(uintptr_t lo, uintptr_t hi); // overlaps memory os_map handed out?
 size_t os_agent_ranges(uintptr_t (*out)[2], size_t max);
+// Mappings the allocator underneath made for itself (mmap while inside a real malloc).
+void os_note_allocator_map(uintptr_t lo, uintptr_t hi);
+void os_note_allocator_unmap(uintptr_t lo, uintptr_t hi);
+size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max);
 
 // ---------------------------------------------------------------------------------------------
 // log.c: allocation-free diagnostics on stderr, rate limited.

@@ -29,10 +29,15 @@ static void* map_impl(void* (*real)(void*, size_t, int, int, int, off_t), void* 
         real = hl_real.mmap;
     }
     void* p = real(addr, len, prot, flags, fd, off);
-    if (p != MAP_FAILED && TRACING()) {
-        thread_self()->busy = 1;
-        record_mmap(thread_self(), p, len, prot, flags);
-        thread_self()->busy = 0;
+    if (p != MAP_FAILED && atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON) {
+        hl_thread_t* t = thread_self();
+        if (t->busy) {
+            os_note_allocator_map((uintptr_t)p, (uintptr_t)p + len);
+        } else {
+            t->busy = 1;
+            record_mmap(t, p, len, prot, flags);
+            t->busy = 0;
+        }
     }
     return p;
 }
@@ -51,11 +56,16 @@ HL_EXPORT int munmap(void* addr, size_t len) {
         if (atomic_load(&hl_real_ready) != 2)
             return (int)syscall(SYS_munmap, addr, len);
     }
-    if (TRACING()) {
+    if (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON) {
         // Recorded first: once unmapped, the range may be handed out again at once.
-        thread_self()->busy = 1;
-        record_munmap(thread_self(), addr, len);
-        thread_self()->busy = 0;
+        hl_thread_t* t = thread_self();
+        if (t->busy) {
+            os_note_allocator_unmap((uintptr_t)addr, (uintptr_t)addr + len);
+        } else {
+            t->busy = 1;
+            record_munmap(t, addr, len);
+            t->busy = 0;
+        }
     }
     return hl_real.munmap(addr, len);
 }
@@ -71,11 +81,17 @@ HL_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...
     resolve_now();
     void* p = hl_real.mremap ? hl_real.mremap(old, old_len, new_len, flags, want)
                              : (void*)syscall(SYS_mremap, old, old_len, new_len, flags, want);
-    if (p != MAP_FAILED && TRACING()) {
-        thread_self()->busy = 1;
-        record_munmap(thread_self(), old, old_len);
-        record_mmap(thread_self(), p, new_len, PROT_READ | PROT_WRITE, MAP_PRIVATE);
-        thread_self()->busy = 0;
+    if (p != MAP_FAILED && atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON) {
+        hl_thread_t* t = thread_self();
+        if (t->busy) {
+            os_note_allocator_unmap((uintptr_t)old, (uintptr_t)old + old_len);
+            os_note_allocator_map((uintptr_t)p, (uintptr_t)p + new_len);
+        } else {
+            t->busy = 1;
+            record_munmap(t, old, old_len);
+            record_mmap(t, p, new_len, PROT_READ | PROT_WRITE, MAP_PRIVATE);
+            t->busy = 0;
+        }
     }
     return p;
 }

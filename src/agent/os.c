@@ -106,3 +106,58 @@ void os_futex_wake(_Atomic int* addr, int count) {
 }
 
 int os_tgkill(int pid, int tid, int sig) { return (int)syscall(SYS_tgkill, pid, tid, sig); }
+
+// ---------------------------------------------------------------------------------------------
+// Mappings the allocator underneath makes for itself (jemalloc, tcmalloc, mimalloc call mmap
+// through the interposed name while the agent is inside their malloc): heap and allocator
+// metadata, never roots. Stale pointers in a free list would otherwise keep lost blocks alive.
+// ---------------------------------------------------------------------------------------------
+#define HL_MAX_ALLOCATOR_RANGES 8192
+static uintptr_t allocator_ranges[HL_MAX_ALLOCATOR_RANGES][2];
+static size_t allocator_range_count;
+static _Atomic int allocator_range_lock;
+
+void os_note_allocator_map(uintptr_t lo, uintptr_t hi) {
+    while (atomic_exchange_explicit(&allocator_range_lock, 1, memory_order_acquire))
+        ;
+    size_t i = 0;
+    while (i < allocator_range_count && allocator_ranges[i][1] != 0)
+        i++;
+    if (i < HL_MAX_ALLOCATOR_RANGES) {
+        allocator_ranges[i][0] = lo;
+        allocator_ranges[i][1] = hi;
+        if (i == allocator_range_count)
+            allocator_range_count++;
+    }
+    atomic_store_explicit(&allocator_range_lock, 0, memory_order_release);
+}
+
+void os_note_allocator_unmap(uintptr_t lo, uintptr_t hi) {
+    while (atomic_exchange_explicit(&allocator_range_lock, 1, memory_order_acquire))
+        ;
+    for (size_t i = 0; i < allocator_range_count; i++) {
+        uintptr_t* r = allocator_ranges[i];
+        if (r[1] == 0 || hi <= r[0] || lo >= r[1])
+            continue;
+        if (lo <= r[0] && hi >= r[1])
+            r[0] = r[1] = 0; // gone
+        else if (lo <= r[0])
+            r[0] = hi;       // the front went
+        else if (hi >= r[1])
+            r[1] = lo;       // the back went
+        // a hole in the middle: keep the whole range (holes are only ever subtracted)
+    }
+    atomic_store_explicit(&allocator_range_lock, 0, memory_order_release);
+}
+
+size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max) {
+    size_t k = 0;
+    for (size_t i = 0; i < allocator_range_count && k < max; i++) {
+        if (allocator_ranges[i][1] == 0)
+            continue;
+        out[k][0] = allocator_ranges[i][0];
+        out[k][1] = allocator_ranges[i][1];
+        k++;
+    }
+    return k;
+}

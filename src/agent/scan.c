@@ -365,6 +365,11 @@ static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_b
     for (size_t i = 0; i < na && nh < 16384; i++)
         if (lo < agent[i][1] && hi > agent[i][0])
             holes[nh++] = (lc_range_t){agent[i][0], agent[i][1]};
+    static uintptr_t foreign[8192][2];
+    size_t nf = os_allocator_ranges(foreign, 8192);
+    for (size_t i = 0; i < nf && nh < 16384; i++)
+        if (lo < foreign[i][1] && hi > foreign[i][0])
+            holes[nh++] = (lc_range_t){foreign[i][0], foreign[i][1]};
     if (blocks) {
         size_t a = 0, z = blocks->n;
         while (a < z) {

@@ -172,6 +172,26 @@ else
     fail "alloc_basic: report text" "$(grep -c 'definitely lost' "$D/report.stderr") 'definitely lost' lines vs $(grep -c 'definitely lost' "$D/stderr") from run"
 fi
 
+# Another allocator underneath (preloaded after the agent, as `LD_PRELOAD=lib heaplens run`
+# does): it serves the blocks, heaplens still sees and judges every call. Each is skipped when
+# its Debian package (libjemalloc2, libtcmalloc-minimal4, libmimalloc2.0) is not installed.
+for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
+    path=/usr/lib/x86_64-linux-gnu/$lib
+    if [ ! -e "$path" ]; then
+        skip "alloc_basic under $lib" "$path not installed"
+        continue
+    fi
+    LD_PRELOAD=$path hl "alloc_basic_$lib" -- alloc_basic
+    expect_status "alloc_basic under $lib" 0
+    check "alloc_basic under $lib" "$J" "calls['malloc'] >= 11" "calls['calloc'] >= 6" \
+        "rec('definite', 'leak_via_malloc') == {'bytes': 1001, 'blocks': 1, 'records': 1}" \
+        "rec('definite', 'leak_via_calloc') == {'bytes': 77, 'blocks': 1, 'records': 1}" \
+        "names('malloc_ten') == []" "errors == []"
+    LD_PRELOAD=$path hl "err_double_free_$lib" -- err_double_free
+    expect_status "err_double_free under $lib" 0
+    check "err_double_free under $lib" "$J" "errs('double_free', 'free_it_again') == 1"
+done
+
 hl alloc_basic_depth1 -d 1 -- alloc_basic
 expect_status "alloc_basic -d 1" 0
 check "alloc_basic -d 1" "$J" "maxdepth() == 1" \
