@@ -337,11 +337,21 @@ typedef struct roots_s {
 } roots_t;
 
 static void push_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
-    if (hi > lo && rs->n < rs->cap) {
-        rs->r[rs->n].lo = lo;
-        rs->r[rs->n].hi = hi;
-        rs->n++;
+    if (hi <= lo)
+        return;
+    if (rs->n == rs->cap) {
+        // A mapping cut by many holes (agent pages, allocator ranges) makes many roots.
+        lc_range_t* fresh = os_map(rs->cap * 2 * sizeof *fresh);
+        if (!fresh)
+            return;
+        memcpy(fresh, rs->r, rs->n * sizeof *fresh);
+        os_unmap(rs->r, rs->cap * sizeof *fresh);
+        rs->r = fresh;
+        rs->cap *= 2;
     }
+    rs->r[rs->n].lo = lo;
+    rs->r[rs->n].hi = hi;
+    rs->n++;
 }
 
 static int cmp_range(const void* a, const void* b) {

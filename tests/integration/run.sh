@@ -251,6 +251,13 @@ check cxx_new_delete "$J" \
     "names('cxx_plain_pairs') == []" "names('cxx_aligned_pair') == []" "names('cxx_sized_pair') == []" \
     "errors == []"
 
+hl threads_many -- threads_many
+expect_status threads_many 0
+# 1,000 threads: 2,001,000 calls of the program's own, stdout's buffer, one DTV (calloc) each.
+check threads_many "$J" "calls['malloc'] == 2001001" "totals['threads'] >= 1000" \
+    "lb('definite') == 5000" "ln('definite') == 500" "rec('definite', 'worker')['blocks'] == 500" \
+    "lb('reachable') >= 1024"
+
 hl stack_shapes -- stack_shapes
 # 16 leaves of a 4-level recursion: 16 records, each through exactly 4 descend frames, no two
 # with the same path (file:line of every frame).
