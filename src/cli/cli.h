@@ -21,6 +21,19 @@ typedef struct cli_report_opts_s {
 int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o);
 void cli_report_defaults(cli_report_opts_t* o);
 
+// A trace loaded for reporting: its model, symbolizing context and suppressions.
+typedef struct cli_trace_s {
+    model_t* m;
+    report_ctx_t* ctx;
+    suppressions_t* supp;
+} cli_trace_t;
+
+// Load (0), or print one error line and return 1 (nothing left to close).
+int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o);
+// Are there definitely or indirectly lost blocks (after suppressions) or heap errors?
+int cli_trace_has_errors(cli_trace_t* t);
+void cli_trace_close(cli_trace_t* t);
+
 // Load the trace, print the report (stderr) and JSON. *has_errors tells whether definite or
 // indirect leaks or heap errors exist. Returns 0, or 1 after printing one error line.
 int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,

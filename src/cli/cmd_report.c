@@ -224,42 +224,22 @@ static int write_file(const char* path, const char* what, writer_t fn, report_ct
 static int report_views(const char* trace, const cli_report_opts_t* o, views_t* w,
                         int* has_errors) {
     *has_errors = 0;
-    suppressions_t* supp = NULL;
-    if (o->suppressions) {
-        char err[512];
-        supp = suppressions_load(o->suppressions, err, sizeof err);
-        if (!supp) {
-            cli_error("%s", err);
-            return 1;
-        }
-    }
+    cli_trace_t t;
+    if (cli_trace_open(&t, trace, o) != 0)
+        return 1;
     int status = 1;
-    model_t* m = calloc(1, sizeof *m);
-    report_ctx_t* ctx = NULL;
     aggregate_t a;
     memset(&a, 0, sizeof a);
-    if (!m) {
-        cli_error("out of memory");
-        goto out;
-    }
-    if (model_load(m, trace) != 0) {
-        cli_error("%s: %s", trace, m->read.message);
-        goto out;
-    }
-    ctx = report_ctx_new(m, o->sysroot);
-    if (!ctx) {
-        cli_error("out of memory");
-        goto out;
-    }
     char err[512];
-    if (aggregate_build(&a, ctx, trace, &w->ag, err, sizeof err) != 0) {
+    if (aggregate_build(&a, t.ctx, trace, &w->ag, err, sizeof err) != 0) {
         cli_error("%s", err);
         goto out;
     }
+    report_ctx_t* ctx = t.ctx;
     report_opts_t ro = {
         .show_kinds = o->show_kinds,
         .max_records = 25,
-        .supp = supp,
+        .supp = t.supp,
         .trace_path = trace,
         .exit_status = -1,
     };
@@ -289,17 +269,10 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
     status |= write_file(w->flamegraph, "flame graph", do_flamegraph, ctx, &a, w);
     status |= write_file(w->pprof, "pprof profile", do_pprof, ctx, &a, w);
     status |= write_file(w->massif, "massif file", do_massif, ctx, &a, w);
-    report_leaks_t lk;
-    report_leaks(ctx, supp, &lk);
-    *has_errors = lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
-                  m->nerrors > 0;
+    *has_errors = cli_trace_has_errors(&t);
 out:
     aggregate_free(&a);
-    report_ctx_free(ctx);
-    if (m)
-        model_free(m);
-    free(m);
-    suppressions_free(supp);
+    cli_trace_close(&t);
     return status;
 }
 

@@ -168,42 +168,63 @@ int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
     return status;
 }
 
-int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
-                     size_t nkids, int exit_status, int exit_signal, int* has_errors) {
-    *has_errors = 0;
-    suppressions_t* supp = NULL;
+int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
+    memset(t, 0, sizeof *t);
     if (o->suppressions) {
         char err[512];
-        supp = suppressions_load(o->suppressions, err, sizeof err);
-        if (!supp) {
+        t->supp = suppressions_load(o->suppressions, err, sizeof err);
+        if (!t->supp) {
             cli_error("%s", err);
             return 1;
         }
     }
-    model_t* m = calloc(1, sizeof *m);
-    if (!m) {
+    t->m = calloc(1, sizeof *t->m);
+    if (!t->m) {
         cli_error("out of memory");
+        cli_trace_close(t);
         return 1;
     }
-    int rc = model_load(m, trace);
-    if (rc != 0) {
-        cli_error("%s: %s", trace, m->read.message);
-        model_free(m);
-        free(m);
-        suppressions_free(supp);
+    if (model_load(t->m, trace) != 0) {
+        cli_error("%s: %s", trace, t->m->read.message);
+        cli_trace_close(t);
         return 1;
     }
-    report_ctx_t* ctx = report_ctx_new(m, o->sysroot);
-    if (!ctx) {
+    t->ctx = report_ctx_new(t->m, o->sysroot);
+    if (!t->ctx) {
         cli_error("out of memory");
-        model_free(m);
-        free(m);
+        cli_trace_close(t);
         return 1;
     }
+    return 0;
+}
+
+int cli_trace_has_errors(cli_trace_t* t) {
+    report_leaks_t lk;
+    report_leaks(t->ctx, t->supp, &lk);
+    return lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
+           t->m->nerrors > 0;
+}
+
+void cli_trace_close(cli_trace_t* t) {
+    report_ctx_free(t->ctx);
+    if (t->m) {
+        model_free(t->m);
+        free(t->m);
+    }
+    suppressions_free(t->supp);
+    memset(t, 0, sizeof *t);
+}
+
+int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
+                     size_t nkids, int exit_status, int exit_signal, int* has_errors) {
+    *has_errors = 0;
+    cli_trace_t t;
+    if (cli_trace_open(&t, trace, o) != 0)
+        return 1;
     report_opts_t ro = {
         .show_kinds = o->show_kinds,
         .max_records = 25,
-        .supp = supp,
+        .supp = t.supp,
         .trace_path = trace,
         .children = kids,
         .nchildren = nkids,
@@ -212,28 +233,22 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     };
     int status = 0;
     if (!o->is_quiet) {
-        report_text(stderr, ctx, &ro);
+        report_text(stderr, t.ctx, &ro);
         fflush(stderr);
     }
     if (o->json_path) {
         FILE* f = strcmp(o->json_path, "-") == 0 ? stdout : fopen(o->json_path, "w");
-        if (!f || report_json(f, ctx, &ro) != 0) {
+        if (!f || report_json(f, t.ctx, &ro) != 0) {
             cli_error("%s: cannot write the JSON report", o->json_path);
             status = 1;
         }
         if (f && f != stdout)
             fclose(f);
     }
-    if (o->html_path && cli_write_html(o->html_path, ctx, &ro, trace) != 0)
+    if (o->html_path && cli_write_html(o->html_path, t.ctx, &ro, trace) != 0)
         status = 1;
-    report_leaks_t lk;
-    report_leaks(ctx, supp, &lk);
-    *has_errors = lk.kinds[HL_LEAK_DEFINITE].blocks + lk.kinds[HL_LEAK_INDIRECT].blocks > 0 ||
-                  m->nerrors > 0;
-    report_ctx_free(ctx);
-    model_free(m);
-    free(m);
-    suppressions_free(supp);
+    *has_errors = cli_trace_has_errors(&t);
+    cli_trace_close(&t);
     return status;
 }
 
