@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY
@@ -16,6 +17,8 @@
 #include "agent.h"
 
 static int sink_fd = -1;
+static dev_t sink_dev;
+static ino_t sink_ino;
 static int sink_failed;
 static char path[1100];
 static ZSTD_CCtx* cctx;
@@ -128,6 +131,18 @@ int sink_open(void) {
         sink_failed = 1;
         return -1;
     }
+    // Out of the way of the program's own descriptors (a daemon closing 0..1023 and reusing
+    // the numbers), and remembered by identity: see sink_check_fd.
+    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 700);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) == 0) {
+        sink_dev = st.st_dev;
+        sink_ino = st.st_ino;
+    }
     sink_fd = fd;
     session_note(pid, (int)getppid());
     return 0;
@@ -140,9 +155,40 @@ static void put_u32(uint8_t* p, uint32_t v) {
     p[3] = (uint8_t)(v >> 24);
 }
 
+// A program may close every descriptor (daemons do) and reuse the number for a file of its own:
+// writing there would corrupt it. Before each chunk, the descriptor must still be the trace;
+// if it is not, the trace is opened again by name and appended to (chunks stand alone).
+static int sink_check_fd(void) {
+    struct stat st;
+    if (syscall(SYS_fstat, sink_fd, &st) == 0 && st.st_dev == sink_dev && st.st_ino == sink_ino)
+        return 0;
+    int fd = (int)sys_open(path, O_WRONLY | O_APPEND, 0);
+    if (fd < 0)
+        return -1;
+    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 700);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    if (syscall(SYS_fstat, fd, &st) != 0) {
+        close(fd);
+        return -1;
+    }
+    sink_dev = st.st_dev;
+    sink_ino = st.st_ino;
+    sink_fd = fd; // the old number is the program's now: never close it
+    return 0;
+}
+
 int sink_write_chunk(const uint8_t* raw, size_t len) {
     if (sink_fd < 0 && sink_open() != 0)
         return -1;
+    if (sink_check_fd() != 0) {
+        hl_log("the trace file %s went away; tracing stops here, the program goes on", path);
+        sink_fd = -1;
+        sink_failed = 1;
+        return -1;
+    }
     if (len == 0)
         return 0;
     size_t bound = ZSTD_compressBound(len) + HL_CHUNK_HEADER_SIZE;

@@ -251,6 +251,17 @@ check cxx_new_delete "$J" \
     "names('cxx_plain_pairs') == []" "names('cxx_aligned_pair') == []" "names('cxx_sized_pair') == []" \
     "errors == []"
 
+# 40,002 of its own; glibc's dprintf may add one buffer of its own (freed again).
+hl daemon_fds -- daemon_fds daemon.log
+expect_status daemon_fds 0
+if [ "$(cat "$D/daemon.log" 2>/dev/null)" = "daemon log line" ]; then
+    pass "daemon_fds: the program's own log holds only its line"
+else
+    fail "daemon_fds: the program's own log holds only its line" "$(head -c 200 "$D/daemon.log" | od -c | head -3)"
+fi
+check daemon_fds "$J" "totals['allocations'] in (40002, 40003)" "lb('definite') == 333" "ln('definite') == 2" \
+    "j['trace_complete'] == True"
+
 hl threads_many -- threads_many
 expect_status threads_many 0
 # 1,000 threads: 2,001,000 calls of the program's own, stdout's buffer, one DTV (calloc) each.
