@@ -188,7 +188,7 @@ HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
 HL_INLINE void ring_commit(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
     atomic_store_explicit(&r->head, h, memory_order_release);
-    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0) &&
+    if (hl_unlikely((h & (HL_RING_EVENTS / 2 - 1)) == 0) &&
         atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed))
         writer_kick();
 }
