@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "../common/compiler.h"
@@ -124,6 +125,8 @@ typedef struct hl_real_s {
     int (*execvpe)(const char*, char* const[], char* const[]);
     int (*fexecve)(int, char* const[], char* const[]);
     pid_t (*fork)(void);
+    int (*sigaction)(int, const struct sigaction*, struct sigaction*);
+    void (*(*signal)(int, void (*)(int)))(int);
 } hl_real_t;
 
 extern hl_real_t hl_real;
@@ -354,6 +357,13 @@ enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE 
 extern _Atomic int hl_phase;
 HL_COLD void agent_init(void);
 void agent_finish(int how, int value);
+// The same from a signal handler: uc holds the interrupted registers (roots of the scan).
+void agent_finish_in(int how, int value, const struct ucontext_t* uc);
+
+// ---------------------------------------------------------------------------------------------
+// hooks_signal.c: finishing on fatal signals, invisibly to the program.
+// ---------------------------------------------------------------------------------------------
+void signals_install(void);
 void agent_before_exec(const char* path);
 uint64_t agent_start_ticks(void);
 int agent_is_from_start(void);

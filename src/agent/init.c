@@ -71,44 +71,6 @@ static void fork_child(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fatal signals: finish the trace (with the scan), then die of the same signal.
-// ---------------------------------------------------------------------------------------------
-static const int fatal_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
-                                    SIGBUS,  SIGFPE,  SIGSEGV, SIGPIPE, SIGALRM, SIGTERM,
-                                    SIGUSR1, SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS};
-
-static void finish_with(int how, int value, const ucontext_t* uc);
-
-static void on_fatal(int sig, siginfo_t* si, void* ucv) {
-    finish_with(HL_END_SIGNAL, sig, ucv);
-    // SA_RESETHAND put back the default action. A fault re-faults on return; a sent signal
-    // is sent again.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    if (si->si_code <= 0 || sig == SIGABRT || sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
-        sig == SIGQUIT || sig == SIGPIPE || sig == SIGALRM || sig == SIGUSR1 || sig == SIGUSR2)
-        syscall(SYS_tgkill, getpid(), os_gettid(), sig);
-}
-
-static void install_fatal_handlers(void) {
-    for (size_t i = 0; i < HL_ARRAY_LEN(fatal_signals); i++) {
-        struct sigaction old;
-        if (sigaction(fatal_signals[i], NULL, &old) != 0)
-            continue;
-        // Only where the program left the default: its own handlers stay its own.
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
-            struct sigaction sa = {0};
-            sa.sa_sigaction = on_fatal;
-            sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
-            sigemptyset(&sa.sa_mask);
-            sigaction(fatal_signals[i], &sa, NULL);
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Start
 // ---------------------------------------------------------------------------------------------
 // exit() runs the on_exit handlers and the destructors, in an order that depends on when the
@@ -161,7 +123,7 @@ void agent_init(void) {
         boot->busy = was_busy;
         return;
     }
-    install_fatal_handlers();
+    signals_install();
     atomic_store(&hl_phase, HL_ON);
     writer_start();
     thread_self()->busy = 0;
@@ -181,7 +143,7 @@ __attribute__((constructor)) static void agent_ctor(void) {
 // ---------------------------------------------------------------------------------------------
 // The end
 // ---------------------------------------------------------------------------------------------
-static void finish_with(int how, int value, const ucontext_t* uc) {
+void agent_finish_in(int how, int value, const ucontext_t* uc) {
     static _Atomic int finishing;
     if (atomic_load(&hl_phase) != HL_ON || atomic_exchange(&finishing, 1))
         return;
@@ -206,7 +168,7 @@ static void finish_with(int how, int value, const ucontext_t* uc) {
     thread_self()->busy = was_busy;
 }
 
-void agent_finish(int how, int value) { finish_with(how, value, NULL); }
+void agent_finish(int how, int value) { agent_finish_in(how, value, NULL); }
 
 void agent_before_exec(const char* path) {
     if (atomic_load(&hl_phase) != HL_ON || thread_self()->busy)

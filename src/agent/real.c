@@ -80,6 +80,8 @@ void real_resolve(void) {
     RESOLVE(execvpe, "execvpe");
     RESOLVE(fexecve, "fexecve");
     RESOLVE(fork, "fork");
+    RESOLVE(sigaction, "sigaction");
+    RESOLVE(signal, "signal");
     if (!hl_real.mmap64)
         hl_real.mmap64 = hl_real.mmap;
     atomic_store(&hl_real_ready, 2);

@@ -262,6 +262,18 @@ fi
 check daemon_fds "$J" "totals['allocations'] in (40002, 40003)" "lb('definite') == 333" "ln('definite') == 2" \
     "j['trace_complete'] == True"
 
+hl signals_view -- signals_view
+expect_status signals_view 143
+want=$(cd "$D" && "$PROGS/signals_view" 2>/dev/null)
+got=$(cat "$D/stdout" 2>/dev/null)
+if [ "$got" = "$want" ] && grep -q "sigaction 2: default" <<<"$got"; then
+    pass "signals_view: dispositions seen as without heaplens"
+else
+    fail "signals_view: dispositions seen as without heaplens" "native: $(echo $want) / traced: $(echo $got)"
+fi
+check signals_view "$J" "end['how'] == 'signal'" "end['value'] == 15" "scanned == True" \
+    "sum(rec(k, 'leak_before_term')['bytes'] for k in ('definite', 'possible', 'reachable')) == 77"
+
 hl threads_many -- threads_many
 expect_status threads_many 0
 # 1,000 threads: 2,001,000 calls of the program's own, stdout's buffer, one DTV (calloc) each.
