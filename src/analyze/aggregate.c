@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "aggregate.h"
 
+#include "../common/compiler.h"
+
 #include <errno.h>
 #include <regex.h>
 #include <stdlib.h>
@@ -139,6 +141,9 @@ typedef struct early_s {
 typedef struct pass_s {
     aggregate_t* a;
     model_t* m;
+    report_ctx_t* ctx;
+    regex_t* filter;    // --filter, compiled; NULL: every site is kept
+    ag_site_t spare;    // stands in for a site that could not be made (out of memory)
     blk_t* blocks;
     size_t cap, used;
     uint64_t* seq; // ALLOC count per thread index
@@ -269,8 +274,47 @@ static inline int in_window(const aggregate_t* a, int64_t t) {
     return (!a->opts.has_from || t >= a->opts.from_ns) && (!a->opts.has_to || t <= a->opts.to_ns);
 }
 
-static ag_site_t* site_of(pass_t* p, uint64_t stack) {
-    return &p->a->sites[stack < p->a->nsites ? stack : 0];
+// A site is made at its stack's first event: a trace's prefix tree has many more stacks (every
+// caller of every caller) than stacks that allocate.
+static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
+    aggregate_t* a = p->a;
+    if (a->nsites == a->sites_cap) {
+        size_t cap = a->sites_cap ? a->sites_cap * 2 : 1024;
+        ag_site_t* fresh = realloc(a->sites, cap * sizeof *fresh);
+        if (!fresh) {
+            p->failed = 1;
+            return &p->spare;
+        }
+        a->sites = fresh;
+        a->sites_cap = cap;
+    }
+    ag_site_t* s = &a->sites[a->nsites];
+    memset(s, 0, sizeof *s);
+    s->stack = (uint32_t)id;
+    s->epoch = p->epoch;
+    s->is_kept = 1;
+    if (p->filter) {
+        const report_frame_t* fr;
+        int n = report_stack(p->ctx, (uint32_t)id, &fr), keep = 0;
+        for (int j = 0; j < n && !keep; j++)
+            keep = fr[j].function && regexec(p->filter, fr[j].function, 0, NULL, 0) == 0;
+        s->is_kept = keep;
+    }
+    a->site_slot[id] = (uint32_t)++a->nsites;
+    return s;
+}
+
+static inline ag_site_t* site_of(pass_t* p, uint64_t stack) {
+    aggregate_t* a = p->a;
+    size_t id = stack < a->nstacks ? (size_t)stack : 0;
+    uint32_t slot = a->site_slot[id];
+    return hl_likely(slot != 0) ? &a->sites[slot - 1] : site_new(p, id);
+}
+
+const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack) {
+    if (!a->site_slot || stack >= a->nstacks || !a->site_slot[stack])
+        return NULL;
+    return &a->sites[a->site_slot[stack] - 1];
 }
 
 // Before a site's live numbers change: if a peak happened since its last change, the numbers
@@ -414,7 +458,7 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
     ag_site_t* s = site_of(p, stack);
     b->addr = r->u[1];
     b->size = size;
-    b->stack = (uint32_t)(stack < a->nsites ? stack : 0);
+    b->stack = (uint32_t)(stack < a->nstacks ? stack : 0);
     b->kind = HL_KIND_UNSCANNED;
     int win = in_window(a, r->time_ns);
     if (win)
@@ -474,7 +518,7 @@ static void on_inherit(pass_t* p, const rd_record_t* r) {
     ag_site_t* s = site_of(p, stack);
     b->addr = r->u[2];
     b->size = r->u[3];
-    b->stack = (uint32_t)(stack < p->a->nsites ? stack : 0);
+    b->stack = (uint32_t)(stack < p->a->nstacks ? stack : 0);
     b->kind = HL_KIND_UNSCANNED;
     if (s->is_kept) {
         b->flags |= BLK_KEPT; // alive before the trace began: part of the level, not the window
@@ -527,30 +571,15 @@ static int on_record(const rd_record_t* r, void* arg) {
     return p->failed;
 }
 
-// Which stacks pass the filter: any symbolized function name matching.
-static int apply_filter(aggregate_t* a, report_ctx_t* c, const char* re, char* err,
-                        size_t errlen) {
-    for (size_t i = 0; i < a->nsites; i++)
-        a->sites[i].is_kept = 1;
-    if (!re)
-        return 0;
-    regex_t rx;
-    int rc = regcomp(&rx, re, REG_EXTENDED | REG_NOSUB);
+// --filter: a site is kept when any of its symbolized function names matches (site_new).
+static int compile_filter(regex_t* rx, const char* re, char* err, size_t errlen) {
+    int rc = regcomp(rx, re, REG_EXTENDED | REG_NOSUB);
     if (rc != 0) {
         char why[128];
-        regerror(rc, &rx, why, sizeof why);
+        regerror(rc, rx, why, sizeof why);
         snprintf(err, errlen, "--filter '%s': %s", re, why);
         return -EINVAL;
     }
-    a->is_filtered = 1;
-    for (size_t i = 0; i < a->nsites; i++) {
-        const report_frame_t* fr;
-        int n = report_stack(c, (uint32_t)i, &fr), keep = 0;
-        for (int j = 0; j < n && !keep; j++)
-            keep = fr[j].function && regexec(&rx, fr[j].function, 0, NULL, 0) == 0;
-        a->sites[i].is_kept = keep;
-    }
-    regfree(&rx);
     return 0;
 }
 
@@ -590,17 +619,20 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     if (!a->opts.max_buckets)
         a->opts.max_buckets = AG_DEFAULT_BUCKETS;
     err[0] = 0;
-    a->nsites = m->nstacks ? m->nstacks : 1;
-    a->sites = calloc(a->nsites, sizeof *a->sites);
-    if (!a->sites) {
+    a->nstacks = m->nstacks ? m->nstacks : 1;
+    a->site_slot = calloc(a->nstacks, sizeof *a->site_slot);
+    if (!a->site_slot) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    for (size_t i = 0; i < a->nsites; i++)
-        a->sites[i].stack = (uint32_t)i;
-    int rc = apply_filter(a, c, o->filter, err, errlen);
-    if (rc != 0)
-        return rc;
+    regex_t rx;
+    int rc = 0;
+    if (o->filter) {
+        rc = compile_filter(&rx, o->filter, err, errlen);
+        if (rc != 0)
+            return rc;
+        a->is_filtered = 1;
+    }
 
     int64_t last = m->has_end && m->end_time_ns > m->last_time_ns ? m->end_time_ns
                                                                      : m->last_time_ns;
@@ -617,7 +649,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
         return -ENOMEM;
     }
 
-    pass_t p = {.a = a, .m = m, .cur = -1};
+    pass_t p = {.a = a, .m = m, .ctx = c, .filter = o->filter ? &rx : NULL, .cur = -1};
     rd_result_t res;
     rc = rd_read_file(path, on_record, &p, &res);
     if (rc == 0 && p.failed)
@@ -636,6 +668,8 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
         if (!a->peak_bytes && a->ntimeline)
             a->peak_time_ns = a->start_ns;
     }
+    if (o->filter)
+        regfree(&rx);
     free(p.blocks);
     free(p.seq);
     free(p.early);
@@ -643,6 +677,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 }
 
 void aggregate_free(aggregate_t* a) {
+    free(a->site_slot);
     free(a->peak_map);
     free(a->timeline);
     free(a->sites);

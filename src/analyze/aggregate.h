@@ -68,8 +68,10 @@ typedef struct aggregate_s {
     int64_t peak_time_ns; // exact: the first moment the (kept) heap reached its maximum
     uint64_t peak_bytes, peak_blocks;
     uint64_t mapped_peak, rss_peak;
-    ag_site_t* sites; // by stack id: nsites == model's nstacks (id 0: no stack)
-    size_t nsites;
+    ag_site_t* sites; // the call sites that had any event, in order of first event
+    size_t nsites, sites_cap;
+    uint32_t* site_slot; // by stack id: 1 + index into sites, 0 for none
+    size_t nstacks;
     ag_bucket_t hist[AG_HIST_BUCKETS];
     ag_thread_t* threads; // by thread index
     size_t nthreads;
@@ -87,6 +89,8 @@ int ag_parse_time(const char* s, int64_t* out_ns);
 int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_opts_t* o,
                     char* err, size_t errlen);
 void aggregate_free(aggregate_t* a);
+// The call site of a stack id, or NULL when no event named it.
+const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack);
 
 // Metrics a site can be ranked or drawn by.
 enum ag_metric {

@@ -147,8 +147,9 @@ static int add_side(dtable_t* t, dside_t* d, int side) {
         ds->v[side][M_ALLOCS] += s->allocations;
         ds->v[side][M_BYTES] += s->bytes;
         ds->v[side][M_LIVE] += s->live_bytes;
-        if (id < d->agg.nsites)
-            ds->v[side][M_PEAK] += d->agg.sites[id].peak_bytes;
+        const ag_site_t* as = ag_site_for(&d->agg, (uint32_t)id);
+        if (as)
+            ds->v[side][M_PEAK] += as->peak_bytes;
     }
     report_leaks_t lk;
     report_leaks(d->ctx, NULL, &lk);
