@@ -13,6 +13,7 @@ AGENT_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 ANALYZE_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(ANALYZE_SRC))
 CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
+TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate
 PROGRAMS := $(BUILD)/programs/libplugin.so \
@@ -51,19 +52,19 @@ $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm
 
 # --- tests ------------------------------------------------------------------------------------
-$(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS)
+$(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
-$(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS)
+$(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
-$(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(HEADERS)
+$(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c -ldw -lelf -lstdc++ -ldl
-$(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS)
+$(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
-$(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS)
+$(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 

@@ -12,27 +12,11 @@
 #include "../../src/common/format.h"
 #include "../../src/common/varint.h"
 #include "harness.h"
-
-typedef struct buf_s {
-    uint8_t data[1 << 16];
-    size_t len;
-    int64_t last_t;               // for dt
-    uint64_t last_addr;           // ALLOC/FREE addresses are deltas against the last ALLOC's
-    uint64_t last_stack, last_ip; // REC_STACK deltas
-    uint64_t nallocs[4];          // ALLOC records per thread so far (FREE refers back)
-} buf_t;
+#include "trace_builder.h"
 
 // Record times are in the trace's unit (format.h: microseconds); the reader gives nanoseconds.
 #define TICK_NS 1000
 
-static void u(buf_t* b, uint64_t v) { b->len = (size_t)(varint_put(b->data + b->len, v) - b->data); }
-static void sv(buf_t* b, int64_t v) { u(b, zigzag_encode(v)); }
-static void str(buf_t* b, const char* s) {
-    u(b, strlen(s));
-    memcpy(b->data + b->len, s, strlen(s));
-    b->len += strlen(s);
-}
-static void tag(buf_t* b, int t) { b->data[b->len++] = (uint8_t)t; }
 static void dt(buf_t* b, int64_t t) { // t in ticks
     sv(b, t - b->last_t);
     b->last_t = t;
@@ -134,37 +118,16 @@ static void build_records(buf_t* r) {
     u(r, HL_END_EXIT), u(r, 0);
 }
 
-static void le32(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static size_t build_file(uint8_t* out, size_t cap) {
     buf_t* raw = calloc(1, sizeof *raw);
     build_records(raw);
-    memcpy(out, HL_TRACE_MAGIC, 8);
-    le32(out + 8, HL_TRACE_VERSION);
-    le32(out + 12, 0);
-    size_t n = HL_FILE_HEADER_SIZE;
-    ZSTD_CCtx* c = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
-    size_t z = ZSTD_compress2(c, out + n + HL_CHUNK_HEADER_SIZE, cap - n - HL_CHUNK_HEADER_SIZE,
-                              raw->data, raw->len);
-    ZSTD_freeCCtx(c);
-    le32(out + n, HL_CHUNK_MAGIC);
-    le32(out + n + 4, (uint32_t)z);
-    le32(out + n + 8, (uint32_t)raw->len);
-    n += HL_CHUNK_HEADER_SIZE + z;
+    size_t n = trace_file(out, cap, raw);
     free(raw);
     return n;
 }
 
 static char tmp_path[64];
-static void write_file(const uint8_t* data, size_t len) {
-    FILE* f = fopen(tmp_path, "wb");
-    fwrite(data, 1, len, f);
-    fclose(f);
-}
+static void write_file(const uint8_t* data, size_t len) { write_bytes(tmp_path, data, len); }
 
 typedef struct fixture_s {
     model_t m;

@@ -11,20 +11,7 @@
 #include "../../src/common/format.h"
 #include "../../src/common/varint.h"
 #include "harness.h"
-
-typedef struct buf_s {
-    uint8_t data[1 << 16];
-    size_t len;
-} buf_t;
-
-static void u(buf_t* b, uint64_t v) { b->len = (size_t)(varint_put(b->data + b->len, v) - b->data); }
-static void sv(buf_t* b, int64_t v) { u(b, zigzag_encode(v)); }
-static void str(buf_t* b, const char* s) {
-    u(b, strlen(s));
-    memcpy(b->data + b->len, s, strlen(s));
-    b->len += strlen(s);
-}
-static void tag(buf_t* b, int t) { b->data[b->len++] = (uint8_t)t; }
+#include "trace_builder.h"
 
 // Thread 1 allocates 100 (stack 1), 200 (stack 2), 300 (stack 1); frees the 200; the scan
 // says the 100 is definitely lost and the 300 still reachable.
@@ -59,38 +46,16 @@ static void build_records(buf_t* r) {
     sv(r, 10), u(r, HL_END_EXIT), u(r, 0);
 }
 
-static void le32(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static size_t build_file(uint8_t* out, size_t cap) {
     buf_t* raw = calloc(1, sizeof *raw);
     build_records(raw);
-    size_t n = 0;
-    memcpy(out, HL_TRACE_MAGIC, 8);
-    le32(out + 8, HL_TRACE_VERSION);
-    le32(out + 12, 0);
-    n = HL_FILE_HEADER_SIZE;
-    ZSTD_CCtx* c = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
-    size_t z = ZSTD_compress2(c, out + n + HL_CHUNK_HEADER_SIZE, cap - n - HL_CHUNK_HEADER_SIZE,
-                              raw->data, raw->len);
-    ZSTD_freeCCtx(c);
-    le32(out + n, HL_CHUNK_MAGIC);
-    le32(out + n + 4, (uint32_t)z);
-    le32(out + n + 8, (uint32_t)raw->len);
-    n += HL_CHUNK_HEADER_SIZE + z;
+    size_t n = trace_file(out, cap, raw);
     free(raw);
     return n;
 }
 
 static char tmp_path[64];
-static void write_file(const uint8_t* data, size_t len) {
-    FILE* f = fopen(tmp_path, "wb");
-    fwrite(data, 1, len, f);
-    fclose(f);
-}
+static void write_file(const uint8_t* data, size_t len) { write_bytes(tmp_path, data, len); }
 
 TEST(model_totals_peak_and_leaks) {
     uint8_t file[1 << 16];
