@@ -62,6 +62,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o);
 // array of frames {function, file, line, module, address, inlined}.
 void report_json_string(FILE* out, const char* s);
 void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack);
+void report_json_argv(FILE* out, const model_t* m); // the command line as an array of strings
 
 // "leak:PATTERN" lines (LeakSanitizer's format). Returns NULL and sets *err on failure.
 suppressions_t* suppressions_load(const char* path, char* err, size_t errlen);

@@ -47,19 +47,25 @@ static const char* end_how(const model_t* m) {
     return m->exec_path ? "exec" : "unknown";
 }
 
+void report_json_argv(FILE* out, const model_t* m) {
+    fputc('[', out);
+    for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
+        if (!first)
+            fputs(", ", out);
+        report_json_string(out, m->argv + i);
+    }
+    fputc(']', out);
+}
+
 int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     model_t* m = report_model(c);
     fputs("{\n  \"process\": {\"pid\": ", out);
     fprintf(out, "%llu, \"ppid\": %llu, \"exe\": ", (unsigned long long)m->pid,
             (unsigned long long)m->ppid);
     report_json_string(out, m->exe);
-    fputs(", \"argv\": [", out);
-    for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
-        if (!first)
-            fputs(", ", out);
-        report_json_string(out, m->argv + i);
-    }
-    fprintf(out, "], \"fork_child\": %s},\n", m->is_fork_child ? "true" : "false");
+    fputs(", \"argv\": ", out);
+    report_json_argv(out, m);
+    fprintf(out, ", \"fork_child\": %s},\n", m->is_fork_child ? "true" : "false");
     fprintf(out, "  \"end\": {\"how\": \"%s\", \"value\": %llu, \"time_ns\": %lld",
             end_how(m), (unsigned long long)m->end_value,
             (long long)(m->has_end ? m->end_time_ns : m->last_time_ns));

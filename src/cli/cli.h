@@ -43,6 +43,10 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
                    const char* trace);
 
+// "--name=value" or "--name value" at argv[*i] (advancing *i past a separate value): the value,
+// or NULL when argv[*i] is another option; *missing (may be NULL) is set when the value is.
+const char* cli_option_value(int argc, char** argv, int* i, const char* name, int* missing);
+
 int cmd_run(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c

@@ -250,14 +250,10 @@ static void jside(FILE* out, const dside_t* d) {
     report_json_string(out, d->path);
     fputs(", \"exe\": ", out);
     report_json_string(out, m->exe);
-    fputs(", \"argv\": [", out);
-    for (size_t i = 0, first = 1; i < m->argv_len; i += strlen(m->argv + i) + 1, first = 0) {
-        if (!first)
-            fputs(", ", out);
-        report_json_string(out, m->argv + i);
-    }
+    fputs(", \"argv\": ", out);
+    report_json_argv(out, m);
     fprintf(out,
-            "], \"totals\": {\"allocations\": %llu, \"bytes_allocated\": %llu, "
+            ", \"totals\": {\"allocations\": %llu, \"bytes_allocated\": %llu, "
             "\"peak_heap_bytes\": %llu, \"in_use_bytes\": %llu, \"leaked_bytes\": %llu, "
             "\"rss_peak\": %llu}}",
             (unsigned long long)m->allocations, (unsigned long long)m->bytes_allocated,

@@ -30,24 +30,6 @@ static int has_output(const views_t* w) {
     return w->collapsed || w->flamegraph || w->pprof || w->massif;
 }
 
-// "--name=value" or "--name value": returns the value or NULL (name alone at the end: NULL).
-static const char* value_of(int argc, char** argv, int* i, const char* name, int* missing) {
-    size_t n = strlen(name);
-    const char* a = argv[*i];
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] == 0) {
-        if (*i + 1 < argc) {
-            (*i)++;
-            return argv[*i];
-        }
-        *missing = 1;
-    }
-    return NULL;
-}
-
 static int parse_count(const char* opt, const char* v, long lo, long hi, long* out) {
     char* end;
     errno = 0;
@@ -74,13 +56,13 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
         return w->v.timeline = 1;
     if (!strcmp(a, "--threads"))
         return w->v.threads = 1;
-    if ((v = value_of(argc, argv, i, "--top", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--top", &missing))) {
         if (parse_count("--top", v, 1, 1000000, &n) != 0)
             return -1;
         w->v.top = (int)n;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--sort", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--sort", &missing))) {
         if ((w->v.sort = ag_metric_parse(v)) < 0) {
             cli_error("--sort: unknown key '%s' (allocations, bytes, peak, leaked, temporary)", v);
             return -1;
@@ -89,7 +71,7 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
             w->v.top = -1; // --sort alone: the default count, unless --top comes
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--metric", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--metric", &missing))) {
         if ((w->metric = ag_metric_parse(v)) < 0) {
             cli_error("--metric: unknown metric '%s' (allocations, bytes, peak, leaked, "
                       "temporary)", v);
@@ -97,8 +79,8 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
         }
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--from", &missing)) ||
-        (v = value_of(argc, argv, i, "--to", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--from", &missing)) ||
+        (v = cli_option_value(argc, argv, i, "--to", &missing))) {
         int is_from = strncmp(a, "--from", 6) == 0;
         int64_t t;
         if (ag_parse_time(v, &t) != 0) {
@@ -115,29 +97,29 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
         }
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--filter", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--filter", &missing))) {
         w->ag.filter = v;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--buckets", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--buckets", &missing))) {
         if (parse_count("--buckets", v, 1, 1000000, &n) != 0)
             return -1;
         w->ag.max_buckets = (size_t)n;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--collapsed", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--collapsed", &missing))) {
         w->collapsed = v;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--flamegraph", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--flamegraph", &missing))) {
         w->flamegraph = v;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--pprof", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--pprof", &missing))) {
         w->pprof = v;
         return 1;
     }
-    if ((v = value_of(argc, argv, i, "--massif", &missing))) {
+    if ((v = cli_option_value(argc, argv, i, "--massif", &missing))) {
         w->massif = v;
         return 1;
     }

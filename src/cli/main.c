@@ -69,17 +69,20 @@ void cli_report_defaults(cli_report_opts_t* o) {
                     (1u << HL_LEAK_POSSIBLE) | (1u << HL_KIND_UNSCANNED);
 }
 
-// "--name=value" or "--name value": returns the value or NULL.
-static const char* opt_value(int argc, char** argv, int* i, const char* name) {
+const char* cli_option_value(int argc, char** argv, int* i, const char* name, int* missing) {
     size_t n = strlen(name);
     const char* a = argv[*i];
     if (strncmp(a, name, n) != 0)
         return NULL;
     if (a[n] == '=')
         return a + n + 1;
-    if (a[n] == 0 && *i + 1 < argc) {
-        (*i)++;
-        return argv[*i];
+    if (a[n] == 0) {
+        if (*i + 1 < argc) {
+            (*i)++;
+            return argv[*i];
+        }
+        if (missing)
+            *missing = 1;
     }
     return NULL;
 }
@@ -115,23 +118,23 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
         o->is_quiet = 1;
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--json"))) {
+    if ((v = cli_option_value(argc, argv, i, "--json", NULL))) {
         o->json_path = v;
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--html"))) {
+    if ((v = cli_option_value(argc, argv, i, "--html", NULL))) {
         o->html_path = v;
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--suppressions"))) {
+    if ((v = cli_option_value(argc, argv, i, "--suppressions", NULL))) {
         o->suppressions = v;
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--sysroot"))) {
+    if ((v = cli_option_value(argc, argv, i, "--sysroot", NULL))) {
         o->sysroot = v;
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--show-leak-kinds"))) {
+    if ((v = cli_option_value(argc, argv, i, "--show-leak-kinds", NULL))) {
         if (parse_kinds(v, &o->show_kinds) != 0) {
             cli_error("--show-leak-kinds: unknown kind in '%s' (definite, indirect, possible, "
                       "reachable, all)", v);
@@ -139,7 +142,7 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
         }
         return 1;
     }
-    if ((v = opt_value(argc, argv, i, "--error-exitcode"))) {
+    if ((v = cli_option_value(argc, argv, i, "--error-exitcode", NULL))) {
         char* end;
         long n = strtol(v, &end, 10);
         if (*end || n < 1 || n > 255) {
