@@ -10,7 +10,8 @@
 #   DEPTH=N            heaplens -d (default 64: heaptrack's fixed unwind limit is 64 frames)
 #   VMEM_MB=N          virtual-memory cap for every traced run and analysis (default 4096)
 #   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
-#   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 tree cxx python sqlite churn_mix)
+#   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 tree cxx python sqlite churn_mix;
+#                      also tree_paths, not in the default set)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
 set -u
@@ -68,7 +69,8 @@ wl_desc() {
     case $1 in
     churn_deep) echo "1M malloc/free pairs from 50 call sites, each 15-25 frames deep (unique paths), 1 thread" ;;
     churn_deep2) echo "churn_deep in 2 threads, 1M pairs PER THREAD (2M total; compare cost per allocation)" ;;
-    tree) echo "build + tear down a 2M-node binary tree of small strings (~6.3M allocations)" ;;
+    tree) echo "build + tear down a 2M-node binary tree of small strings, iteratively (~6.3M allocations, 3 call paths)" ;;
+    tree_paths) echo "the same tree built and torn down by recursion: every node on its own call path (2M distinct stacks)" ;;
     cxx) echo "C++ std::map/std::string/std::vector churn (~3.7M allocations)" ;;
     python) echo "CPython $($py -c 'import platform; print(platform.python_version())' 2>/dev/null) running bench/alloc_heavy.py (dict/list/string churn)" ;;
     sqlite) echo "sqlite3 :memory: inserting 200k rows, SQL script on stdin (~7.6M allocations)" ;;
@@ -81,6 +83,7 @@ wl_cmd() {
     churn_deep) echo "$B/churn_deep 1" ;;
     churn_deep2) echo "$B/churn_deep 2" ;;
     tree) echo "$B/tree" ;;
+    tree_paths) echo "$B/tree --recursive" ;;
     cxx) echo "$B/cxx" ;;
     python) echo "$py $here/alloc_heavy.py" ;;
     sqlite) echo "$sqlite :memory:" ;;

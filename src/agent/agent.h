@@ -140,6 +140,7 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 // os.c: raw system calls, so the agent never re-enters its own hooks.
 // ---------------------------------------------------------------------------------------------
 void* os_map(size_t size);            // zeroed anonymous memory, or NULL
+void* os_map_dense(size_t size);      // the same, in huge pages where it is big enough
 void os_unmap(void* p, size_t size);
 void* os_reserve(size_t size);      // large and lazily backed: pages cost only once touched
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
@@ -233,6 +234,7 @@ typedef struct hl_block_s {
 enum hl_block_state { HL_BLOCK_EMPTY = 0, HL_BLOCK_LIVE = 1, HL_BLOCK_FREED = 2, HL_BLOCK_TOMB = 3 };
 
 void live_init(void);
+void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr
 void live_insert(const hl_block_t* b);
 // Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
 // removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out), or

@@ -18,17 +18,35 @@ typedef struct shard_s {
     uint32_t used;   // LIVE + FREED + TOMB slots
     uint32_t live;
     hl_block_t* slots;
-    char pad[64 - 4 - 12 - sizeof(void*)];
+    hl_block_t* spare; // the table before the last same-size rebuild, for the next one
+    char pad[64 - 4 - 12 - 2 * sizeof(void*)];
 } shard_t;
 
 static shard_t shards[HL_SHARDS];
 
+// Where a block's slot is: the top byte picks the shard, the low 32 bits the slot. Blocks of one
+// 64 KiB stretch of the heap share a shard and sit in nearby slots, from a point hashed from
+// the stretch, so the table is touched with the program's own locality (a loop walking its
+// heap walks the table) instead of one cache and TLB miss per call at a random place. Two
+// slots per 16-byte granule keep a densely packed stretch from forming long probe runs.
 static inline uint64_t addr_hash(uintptr_t a) {
-    uint64_t h = (uint64_t)(a >> 4) * 0x9E3779B97F4A7C15ull;
-    return h ^ (h >> 29);
+    uint64_t r = (uint64_t)(a >> 16) * 0x9E3779B97F4A7C15ull;
+    r ^= r >> 29;
+    return (r & 0xff00000000000000ull) | (uint32_t)((uint32_t)r + (uint32_t)(a >> 3));
 }
 
 static inline shard_t* shard_of(uint64_t h) { return &shards[h >> 56]; }
+
+// Starts loading addr's first probe slot: the caller unwinds meanwhile, and the table's cache
+// miss (the largest single cost of a call on a program with many live blocks) overlaps it. A
+// racing grow only makes the hint useless; a prefetch never faults.
+void live_prefetch(uintptr_t addr) {
+    uint64_t h = addr_hash(addr);
+    const shard_t* s = shard_of(h);
+    const hl_block_t* slots = s->slots;
+    if (slots)
+        __builtin_prefetch(&slots[(uint32_t)h & s->mask], 1, 3);
+}
 
 static inline void shard_lock(shard_t* s) {
     while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) {
@@ -47,7 +65,10 @@ void live_init(void) {
     }
 }
 
-// Rebuild into a table sized for the live blocks; FREED history goes (it is only a hint).
+// Rebuild into a table sized for the live blocks; FREED history goes (it is only a hint). A
+// program that frees as much as it allocates fills its shards with FREED slots and rebuilds
+// them at the same size again and again: those rebuilds go back and forth between two tables
+// whose pages are already there, instead of faulting in a fresh mapping each time.
 static HL_COLD void shard_grow(shard_t* s) {
     uint32_t cap = s->mask + 1;
     uint32_t new_cap = cap;
@@ -55,9 +76,15 @@ static HL_COLD void shard_grow(shard_t* s) {
         new_cap *= 2;
     if (new_cap == cap && s->used - s->live < cap / 4)
         new_cap *= 2;
-    hl_block_t* fresh = os_map((size_t)new_cap * sizeof(hl_block_t));
-    if (!fresh)
-        return; // keep probing the crowded table: slower, still correct
+    hl_block_t* fresh;
+    if (new_cap == cap && s->spare) {
+        fresh = s->spare;
+        memset(fresh, 0, (size_t)cap * sizeof(hl_block_t));
+    } else {
+        fresh = os_map_dense((size_t)new_cap * sizeof(hl_block_t));
+        if (!fresh)
+            return; // keep probing the crowded table: slower, still correct
+    }
     for (uint32_t i = 0; i < cap; i++) {
         hl_block_t* b = &s->slots[i];
         if (b->state != HL_BLOCK_LIVE)
@@ -67,7 +94,14 @@ static HL_COLD void shard_grow(shard_t* s) {
             j = (j + 1) & (new_cap - 1);
         fresh[j] = *b;
     }
-    os_unmap(s->slots, (size_t)cap * sizeof(hl_block_t));
+    if (new_cap == cap) {
+        s->spare = s->slots;
+    } else {
+        if (s->spare)
+            os_unmap(s->spare, (size_t)cap * sizeof(hl_block_t));
+        os_unmap(s->slots, (size_t)cap * sizeof(hl_block_t));
+        s->spare = NULL;
+    }
     s->slots = fresh;
     s->mask = new_cap - 1;
     s->used = s->live;
@@ -77,7 +111,7 @@ void live_insert(const hl_block_t* b) {
     uint64_t h = addr_hash(b->addr);
     shard_t* s = shard_of(h);
     shard_lock(s);
-    if (hl_unlikely((s->used + 1) * 4 >= (s->mask + 1) * 3))
+    if (hl_unlikely((s->used + 1) * 2 >= (s->mask + 1)))
         shard_grow(s);
     if (hl_unlikely(!s->slots)) {
         shard_unlock(s);

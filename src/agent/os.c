@@ -43,6 +43,16 @@ static void* map_flags(size_t size, int extra) {
     return (void*)r;
 }
 
+// For tables that are dense and touched all over (the live table of a program holding
+// millions of blocks): huge pages take one fault per 2 MiB instead of 512 and one TLB entry
+// for as much. Not for sparse, lazily touched memory, which they would inflate.
+void* os_map_dense(size_t size) {
+    void* p = map_flags(size, 0);
+    if (p && size >= (2u << 20))
+        syscall(SYS_madvise, p, size, MADV_HUGEPAGE);
+    return p;
+}
+
 void* os_map(size_t size) { return map_flags(size, 0); }
 void* os_reserve(size_t size) { return map_flags(size, MAP_NORESERVE); }
 

@@ -28,6 +28,7 @@ HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uintptr_t addr, uint
 void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
+    live_prefetch((uintptr_t)p);
     uint32_t stack = stack_capture();
     hl_block_t b = {
         .addr = (uintptr_t)p,
@@ -66,6 +67,7 @@ int record_free(hl_thread_t* t, void* p, int fn) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return 1;
     hl_block_t b;
+    live_prefetch((uintptr_t)p);
     // Where the block is released is kept with it, for a double free to name both places.
     uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
     int state = live_remove((uintptr_t)p, &b, here);
@@ -94,6 +96,7 @@ int record_free(hl_thread_t* t, void* p, int fn) {
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return -1;
+    live_prefetch((uintptr_t)p);
     uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
     int state = live_remove((uintptr_t)p, old, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
