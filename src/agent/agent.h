@@ -40,7 +40,7 @@ typedef struct hl_event_s {
 } hl_event_t;
 
 // Single-producer (the owning thread) single-consumer (the writer) ring.
-#define HL_RING_EVENTS 8192u
+#define HL_RING_EVENTS 16384u
 typedef struct hl_ring_s {
     _Alignas(64) _Atomic uint64_t head; // written by the producer only
     uint64_t tail_cache;                // producer's last view of tail
@@ -192,7 +192,7 @@ HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
 HL_INLINE void ring_commit(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
     atomic_store_explicit(&r->head, h, memory_order_release);
-    if (hl_unlikely((h & (HL_RING_EVENTS / 2 - 1)) == 0) &&
+    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0) &&
         atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed))
         writer_kick();
 }
@@ -212,8 +212,8 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 uint32_t stack_count(void);                          // ids are 1..stack_count()
 void stacks_init(void);
-uint32_t stack_capture(void); // unwind + intern, for the current call
-uint32_t stack_capture_release(void); // the same, for a release (its own reuse cache)
+uint32_t stack_capture(hl_thread_t* t); // unwind + intern, for the current call on thread t
+uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its own reuse cache)
 void unwind_init(void);
 
 // ---------------------------------------------------------------------------------------------
@@ -336,7 +336,8 @@ const char* sink_path(void);
 // ---------------------------------------------------------------------------------------------
 void modules_refresh(hl_enc_t* enc);
 void modules_reset(void);
-int modules_own_text(uintptr_t ip); // inside libheaplens.so?
+extern uintptr_t hl_self_lo, hl_self_hi;
+HL_INLINE int modules_own_text(uintptr_t ip) { return ip >= hl_self_lo && ip < hl_self_hi; } // ours?
 void modules_self_range(void);
 void modules_own_range(uintptr_t* lo, uintptr_t* hi);
 

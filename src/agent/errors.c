@@ -9,14 +9,32 @@
 
 static inline uint8_t guard_byte(size_t i) { return (uint8_t)(0xA5 ^ (i * 0x3B)); }
 
+// The default 8 guard bytes as one word: filled and checked with a single unaligned access.
+static uint64_t guard_word(void) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < 8; i++)
+        w |= (uint64_t)guard_byte(i) << (8 * i);
+    return w;
+}
+
 void guard_fill(void* p, size_t size) {
     uint8_t* g = (uint8_t*)p + size;
+    if (hl_likely(hl_opt.guard == 8)) {
+        uint64_t w = guard_word();
+        memcpy(g, &w, 8);
+        return;
+    }
     for (int i = 0; i < hl_opt.guard; i++)
         g[i] = guard_byte((size_t)i);
 }
 
 int guard_is_intact(const hl_block_t* b) {
     const uint8_t* g = (const uint8_t*)b->addr + b->size;
+    if (hl_likely(hl_opt.guard == 8)) {
+        uint64_t w;
+        memcpy(&w, g, 8);
+        return w == guard_word();
+    }
     for (int i = 0; i < hl_opt.guard; i++)
         if (g[i] != guard_byte((size_t)i))
             return 0;
@@ -25,8 +43,9 @@ int guard_is_intact(const hl_block_t* b) {
 
 void error_report(int kind, int fn, uintptr_t addr, const hl_block_t* block,
                   uint32_t release_stack) {
-    uint32_t call_stack = stack_capture();
-    writer_put_error(kind, thread_self()->index, call_stack, addr, fn, block, release_stack);
+    hl_thread_t* t = thread_self();
+    uint32_t call_stack = stack_capture(t);
+    writer_put_error(kind, t->index, call_stack, addr, fn, block, release_stack);
 }
 
 static void check_one(const hl_block_t* b, void* arg) {

@@ -24,7 +24,7 @@ typedef struct module_s {
 
 static module_t mods[HL_MAX_MODULES];
 static uint32_t nmods;
-static uintptr_t self_lo, self_hi;
+uintptr_t hl_self_lo, hl_self_hi; // libheaplens.so's extent, for modules_own_text
 
 static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
     (void)size;
@@ -47,8 +47,8 @@ static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
                 if (a + q->p_memsz > ohi)
                     ohi = a + q->p_memsz;
             }
-            self_lo = olo;
-            self_hi = ohi;
+            hl_self_lo = olo;
+            hl_self_hi = ohi;
             return 1;
         }
     }
@@ -57,11 +57,9 @@ static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
 
 void modules_self_range(void) { dl_iterate_phdr(self_cb, (void*)(uintptr_t)&modules_self_range); }
 
-int modules_own_text(uintptr_t ip) { return ip >= self_lo && ip < self_hi; }
-
 void modules_own_range(uintptr_t* lo, uintptr_t* hi) {
-    *lo = self_lo;
-    *hi = self_hi;
+    *lo = hl_self_lo;
+    *hi = hl_self_hi;
 }
 
 static size_t build_id_of(const struct dl_phdr_info* info, const uint8_t** out) {

@@ -29,7 +29,7 @@ void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guar
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
     live_prefetch((uintptr_t)p);
-    uint32_t stack = stack_capture();
+    uint32_t stack = stack_capture(t);
     hl_block_t b = {
         .addr = (uintptr_t)p,
         .size = size,
@@ -69,7 +69,7 @@ int record_free(hl_thread_t* t, void* p, int fn) {
     hl_block_t b;
     live_prefetch((uintptr_t)p);
     // Where the block is released is kept with it, for a double free to name both places.
-    uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
+    uint32_t here = hl_opt.release_stacks ? stack_capture_release(t) : 0;
     int state = live_remove((uintptr_t)p, &b, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (hl_unlikely(b.is_internal))
@@ -97,7 +97,7 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return -1;
     live_prefetch((uintptr_t)p);
-    uint32_t here = hl_opt.release_stacks ? stack_capture_release() : 0;
+    uint32_t here = hl_opt.release_stacks ? stack_capture_release(t) : 0;
     int state = live_remove((uintptr_t)p, old, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
@@ -125,7 +125,7 @@ void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t 
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
-    uint32_t stack = stack_capture();
+    uint32_t stack = stack_capture(t);
     push_event(t, EV_MMAP, HL_FN_MMAP, (uintptr_t)p, len, stack,
                (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
 }

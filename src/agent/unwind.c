@@ -368,17 +368,33 @@ typedef struct last_stack_s {
     uint32_t nodes[HL_MAX_DEPTH];  // nodes[k]: the interned stack of frames k..n-1
 } last_stack_t;
 
+// Per kind of capture (allocations, releases: loops alternate them) the last few walks, found
+// again by where they start: a program allocating from a handful of places in turn (a parser,
+// a query engine) finds each place's stack among them without walking it again.
+#define HL_RECENT 8
+#define HL_RECENT_INDEX 64
+
+typedef struct recent_s {
+    last_stack_t walks[HL_RECENT];
+    uint8_t index[HL_RECENT_INDEX]; // hash of (ip, sp) of frame 0 -> walk + 1 (0: none)
+    int latest; // the walk taken last
+} recent_t;
+
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
-    // Per kind of capture (allocations, releases: loops alternate them), the last walk and the
-    // one in progress; they swap roles after each walk.
-    last_stack_t walks[2][2];
-    int current[2];
+    recent_t recent[2];
     last_stack_t scratch; // unwind_here's
 } unwind_state_t;
 
-static unwind_state_t* thread_state(void) {
-    hl_thread_t* t = thread_self();
+static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
+    return (uint64_t)(ip ^ (sp << 7)) * 0x9E3779B97F4A7C15ull;
+}
+static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
+    return (uint32_t)(frame_hash(ip, sp) >> 58); // HL_RECENT_INDEX = 64
+}
+
+
+static unwind_state_t* thread_state(hl_thread_t* t) {
     if (hl_unlikely(!t->unwind_cache))
         t->unwind_cache = os_map(sizeof(unwind_state_t));
     return t->unwind_cache;
@@ -408,10 +424,17 @@ static inline int leave_agent(uintptr_t* ip_out, uintptr_t* sp_out, uintptr_t* r
 // Do the outer frames of `last` still stand from frame j on? Each saved return address must
 // still hold the value the previous walk read there.
 static inline int tail_still_valid(const last_stack_t* last, int j) {
-    for (int k = j; k < last->n - 1; k++)
-        if (*(const uintptr_t*)last->slots[k] != last->ips[k + 1])
-            return 0;
-    return 1;
+    const uintptr_t* slots = last->slots;
+    const uintptr_t* callers = last->ips + 1;
+    int end = last->n - 1, k = j;
+    uintptr_t diff = 0;
+    // Branch-free, two at a time: almost every call finds them all equal.
+    for (; k + 1 < end; k += 2)
+        diff |= (*(const uintptr_t*)slots[k] ^ callers[k]) |
+                (*(const uintptr_t*)slots[k + 1] ^ callers[k + 1]);
+    if (k < end)
+        diff |= *(const uintptr_t*)slots[k] ^ callers[k];
+    return diff == 0;
 }
 
 // CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
@@ -430,18 +453,18 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
         if (last) {
             while (j < last->n && last->sps[j] < sp)
                 j++;
-            if (j < last->n && last->sps[j] == sp && last->ips[j] == ip &&
-                (last->is_complete || n + (last->n - j) >= max) && tail_still_valid(last, j)) {
-                int take = last->n - j < max - n ? last->n - j : max - n;
-                memcpy(&out->ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
-                memcpy(&out->slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
-                memcpy(&out->sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
-                memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
-                out->is_complete = last->is_complete && take == last->n - j;
-                out->reused_at = take == last->n - j ? n : -1; // the whole tail, or no use
-                out->reused_from = j;
-                return n + take;
-            }
+        }
+        if (last && j < last->n && last->sps[j] == sp && last->ips[j] == ip &&
+            (last->is_complete || n + (last->n - j) >= max) && tail_still_valid(last, j)) {
+            int take = last->n - j < max - n ? last->n - j : max - n;
+            memcpy(&out->ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out->slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out->sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
+            out->is_complete = last->is_complete && take == last->n - j;
+            out->reused_at = take == last->n - j ? n : -1; // the whole tail, or no use
+            out->reused_from = j;
+            return n + take;
         }
         out->ips[n] = ip;
         out->sps[n] = sp;
@@ -484,7 +507,7 @@ int unwind_here(uintptr_t* ips, int max) {
     uintptr_t ip, sp, rbp;
     if (leave_agent(&ip, &sp, &rbp) != 0)
         return unwind_general(ips, max);
-    unwind_state_t* st = thread_state();
+    unwind_state_t* st = thread_state(thread_self());
     if (!st)
         return unwind_general(ips, max);
     int n = walk(st, ip, sp, rbp, &st->scratch, NULL, max);
@@ -494,21 +517,30 @@ int unwind_here(uintptr_t* ips, int max) {
     return n;
 }
 
-static HL_NOINLINE uint32_t capture(int which) {
+static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uintptr_t ip, sp, rbp;
     int max = hl_opt.depth;
-    unwind_state_t* st = thread_state();
+    unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0)) {
         uintptr_t ips[HL_MAX_DEPTH];
         return stack_intern(ips, unwind_general(ips, max), NULL);
     }
-    last_stack_t* last = &st->walks[which][st->current[which]];
-    if (last->n > 0 && last->sps[0] == sp && last->ips[0] == ip && tail_still_valid(last, 0))
-        return last->id; // the very same stack as last time
-    last_stack_t* fresh = &st->walks[which][st->current[which] ^ 1];
+    recent_t* rc = &st->recent[which];
+    uint32_t at = recent_slot(ip, sp);
+    if (rc->index[at]) {
+        last_stack_t* seen = &rc->walks[rc->index[at] - 1];
+        if (seen->n > 0 && seen->sps[0] == sp && seen->ips[0] == ip && tail_still_valid(seen, 0)) {
+            rc->latest = rc->index[at] - 1;
+            return seen->id; // the very stack of a recent call
+        }
+    }
+    // Walk into the slot after the latest, reusing the latest walk's outer frames.
+    const last_stack_t* last = &rc->walks[rc->latest];
+    int slot = (rc->latest + 1) % HL_RECENT;
+    last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
     if (n < 0) {
-        last->n = 0;
+        fresh->n = 0;
         uintptr_t ips[HL_MAX_DEPTH];
         return stack_intern(ips, unwind_general(ips, max), NULL);
     }
@@ -524,22 +556,26 @@ static HL_NOINLINE uint32_t capture(int which) {
     }
     if (!fresh->id)
         fresh->id = stack_intern(fresh->ips, n, fresh->nodes);
-    if (!fresh->id)
+    if (!fresh->id) {
         fresh->n = 0; // the table is full: nothing here may be reused
-    st->current[which] ^= 1;
+        return 0;
+    }
+    rc->latest = slot;
+    rc->index[at] = (uint8_t)(slot + 1);
     return fresh->id;
 }
 
-uint32_t stack_capture(void) { return capture(0); }
-uint32_t stack_capture_release(void) { return capture(1); }
+uint32_t stack_capture(hl_thread_t* t) { return capture(t, 0); }
+uint32_t stack_capture_release(hl_thread_t* t) { return capture(t, 1); }
 #else
 int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
 
-uint32_t stack_capture(void) {
+uint32_t stack_capture(hl_thread_t* t) {
+    (void)t;
     uintptr_t ips[HL_MAX_DEPTH];
     return stack_intern(ips, unwind_general(ips, hl_opt.depth), NULL);
 }
-uint32_t stack_capture_release(void) { return stack_capture(); }
+uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
 #endif
 
 void unwind_init(void) {}

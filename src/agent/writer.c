@@ -351,10 +351,17 @@ static void drain_all(void) {
 
 static void flush_chunk(void);
 
+// Raw bytes per chunk. Rings are drained only between chunks, so compressing one must take
+// less time than the program needs to fill its ring: 256 KiB (well under a millisecond at
+// zstd level 1) keeps a fast-allocating program from waiting on the writer.
+#ifndef HL_CHUNK_TARGET
+#define HL_CHUNK_TARGET (256u << 10)
+#endif
+
 // Chunks stay well under the reader's limit (HL_CHUNK_RAW_MAX): long runs of records (a
 // scan's verdicts, a large drain) are cut into several.
 void writer_flush_if_large_locked(void) {
-    if (enc.len >= (1u << 20))
+    if (enc.len >= HL_CHUNK_TARGET)
         flush_chunk();
 }
 
@@ -403,7 +410,7 @@ static void pass(int force_flush) {
         sample();
         last_sample_ns = now;
     }
-    if (force_flush || enc.len >= (1u << 20) || now - last_flush_ns >= 100000000u)
+    if (force_flush || enc.len >= HL_CHUNK_TARGET || now - last_flush_ns >= 100000000u)
         flush_chunk();
 }
 
