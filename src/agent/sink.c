@@ -22,8 +22,10 @@ static ino_t sink_ino;
 static int sink_failed;
 static char path[1100];
 static ZSTD_CCtx* cctx;
-static uint8_t* out_buf;
+static uint8_t* out_buf; // the open chunk: header, then its compressed bytes so far
 static size_t out_cap;
+static size_t out_len;   // compressed bytes of the open chunk
+static size_t chunk_raw; // raw bytes fed into it
 
 // zstd's working memory comes from agent pages: the host's heap never sees it.
 static void* zalloc(void* opaque, size_t size) {
@@ -180,7 +182,66 @@ static int sink_check_fd(void) {
     return 0;
 }
 
-int sink_write_chunk(const uint8_t* raw, size_t len) {
+// Room for `more` compressed bytes after the open chunk's header and what it holds so far.
+static int out_reserve(size_t more) {
+    size_t need = HL_CHUNK_HEADER_SIZE + out_len + more;
+    if (need <= out_cap)
+        return 0;
+    size_t cap = out_cap ? out_cap : (1u << 20);
+    while (cap < need)
+        cap *= 2;
+    uint8_t* fresh = os_map(cap);
+    if (!fresh)
+        return -1;
+    if (out_buf) {
+        memcpy(fresh, out_buf, HL_CHUNK_HEADER_SIZE + out_len);
+        os_unmap(out_buf, out_cap);
+    }
+    out_buf = fresh;
+    out_cap = cap;
+    return 0;
+}
+
+static int fail_stream(void) {
+    hl_log("compressing the trace failed; tracing stops here, the program goes on");
+    sink_failed = 1;
+    return -1;
+}
+
+// Runs the open chunk's zstd frame over `raw` (mode ZSTD_e_continue) or closes it (ZSTD_e_end).
+static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
+    if (!cctx)
+        return fail_stream();
+    ZSTD_inBuffer in = {raw, len, 0};
+    for (;;) {
+        if (out_reserve(ZSTD_compressBound(len - in.pos) + 4096) != 0)
+            return fail_stream();
+        ZSTD_outBuffer out = {out_buf + HL_CHUNK_HEADER_SIZE, out_cap - HL_CHUNK_HEADER_SIZE,
+                              out_len};
+        size_t left = ZSTD_compressStream2(cctx, &out, &in, mode);
+        out_len = out.pos;
+        if (ZSTD_isError(left))
+            return fail_stream();
+        if (mode == ZSTD_e_end ? left == 0 : in.pos == len)
+            return 0;
+    }
+}
+
+// Part of a chunk: compressed now, so the work of a chunk is spread over the writer's passes
+// (a program waiting on a full ring waits for one part, not for a whole chunk).
+int sink_feed(const uint8_t* raw, size_t len) {
+    if (sink_failed || len == 0)
+        return sink_failed ? -1 : 0;
+    if (stream(raw, len, ZSTD_e_continue) != 0)
+        return -1;
+    chunk_raw += len;
+    return 0;
+}
+
+// Closes the chunk fed so far and writes it.
+int sink_end_chunk(void) {
+    if (chunk_raw == 0)
+        return 0;
     if (sink_fd < 0 && sink_open() != 0)
         return -1;
     if (sink_check_fd() != 0) {
@@ -189,28 +250,14 @@ int sink_write_chunk(const uint8_t* raw, size_t len) {
         sink_failed = 1;
         return -1;
     }
-    if (len == 0)
-        return 0;
-    size_t bound = ZSTD_compressBound(len) + HL_CHUNK_HEADER_SIZE;
-    if (bound > out_cap) {
-        if (out_buf)
-            os_unmap(out_buf, out_cap);
-        out_cap = bound * 2;
-        out_buf = os_map(out_cap);
-        if (!out_buf) {
-            out_cap = 0;
-            return -1;
-        }
-    }
-    size_t stored = cctx ? ZSTD_compress2(cctx, out_buf + HL_CHUNK_HEADER_SIZE,
-                                          out_cap - HL_CHUNK_HEADER_SIZE, raw, len)
-                         : 0;
-    if (!cctx || ZSTD_isError(stored))
+    if (stream(NULL, 0, ZSTD_e_end) != 0)
         return -1;
     put_u32(out_buf, HL_CHUNK_MAGIC);
-    put_u32(out_buf + 4, (uint32_t)stored);
-    put_u32(out_buf + 8, (uint32_t)len);
-    long r = os_write_all(sink_fd, out_buf, stored + HL_CHUNK_HEADER_SIZE);
+    put_u32(out_buf + 4, (uint32_t)out_len);
+    put_u32(out_buf + 8, (uint32_t)chunk_raw);
+    long r = os_write_all(sink_fd, out_buf, out_len + HL_CHUNK_HEADER_SIZE);
+    out_len = 0;
+    chunk_raw = 0;
     if (r != 0) {
         hl_log("writing %s failed (%s); tracing stops here, the program goes on", path,
                r == -ENOSPC ? "disk full" : "I/O error");
@@ -220,6 +267,14 @@ int sink_write_chunk(const uint8_t* raw, size_t len) {
         return -1;
     }
     return 0;
+}
+
+int sink_write_chunk(const uint8_t* raw, size_t len) {
+    if (sink_fd < 0 && sink_open() != 0)
+        return -1;
+    if (sink_feed(raw, len) != 0)
+        return -1;
+    return sink_end_chunk();
 }
 
 void sink_close(void) {
@@ -239,4 +294,9 @@ void sink_reset_after_fork(void) {
         close(sink_fd);
     sink_fd = -1;
     sink_failed = 0;
+    // A chunk the parent had open is the parent's.
+    if (cctx)
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+    out_len = 0;
+    chunk_raw = 0;
 }

@@ -351,25 +351,34 @@ static void drain_all(void) {
 
 static void flush_chunk(void);
 
-// Raw bytes per chunk. Rings are drained only between chunks, so compressing one must take
-// less time than the program needs to fill its ring: 256 KiB (well under a millisecond at
-// zstd level 1) keeps a fast-allocating program from waiting on the writer.
-#ifndef HL_CHUNK_TARGET
-#define HL_CHUNK_TARGET (256u << 10)
-#endif
+// A chunk is compressed in parts of HL_FEED_BYTES raw bytes as they are encoded: rings are
+// drained between parts, so a program filling its ring waits at most for one part (well under
+// a millisecond at zstd level 1), while chunks stay large enough to compress well.
+#define HL_FEED_BYTES (128u << 10)
+#define HL_CHUNK_BYTES (1u << 20)
+
+static size_t chunk_fed; // raw bytes of the open chunk already handed to the sink
 
 // Chunks stay well under the reader's limit (HL_CHUNK_RAW_MAX): long runs of records (a
 // scan's verdicts, a large drain) are cut into several.
 void writer_flush_if_large_locked(void) {
-    if (enc.len >= HL_CHUNK_TARGET)
+    if (enc.len < HL_FEED_BYTES)
+        return;
+    sink_feed(enc.buf, enc.len);
+    chunk_fed += enc.len;
+    enc.len = 0;
+    if (chunk_fed >= HL_CHUNK_BYTES)
         flush_chunk();
 }
 
 static void flush_chunk(void) {
-    if (enc.len == 0)
+    if (enc.len == 0 && chunk_fed == 0)
         return;
-    sink_write_chunk(enc.buf, enc.len);
+    if (enc.len)
+        sink_feed(enc.buf, enc.len);
+    sink_end_chunk();
     enc.len = 0;
+    chunk_fed = 0;
     // Deltas restart per chunk, so each chunk decodes on its own after a damaged one.
     enc.last_time = 0;
     enc.last_addr = 0;
@@ -410,7 +419,7 @@ static void pass(int force_flush) {
         sample();
         last_sample_ns = now;
     }
-    if (force_flush || enc.len >= HL_CHUNK_TARGET || now - last_flush_ns >= 100000000u)
+    if (force_flush || chunk_fed + enc.len >= HL_CHUNK_BYTES || now - last_flush_ns >= 100000000u)
         flush_chunk();
 }
 
@@ -572,6 +581,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, 0);
     enc.len = 0;
+    chunk_fed = 0;
     enc.last_time = 0;
     enc.last_addr = 0;
     enc.last_ip = 0;
