@@ -119,12 +119,6 @@ int sink_open(void) {
         sink_failed = 1;
         return -1;
     }
-    static const ZSTD_customMem mem = {zalloc, zfree, NULL};
-    cctx = ZSTD_createCCtx_advanced(mem);
-    if (cctx) {
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-    }
     uint8_t header[HL_FILE_HEADER_SIZE] = {0};
     memcpy(header, HL_TRACE_MAGIC, 8);
     header[8] = (uint8_t)HL_TRACE_VERSION;
@@ -208,9 +202,22 @@ static int fail_stream(void) {
     return -1;
 }
 
+// One compression context for the life of the process (a fork child resets its session).
+static int ensure_cctx(void) {
+    if (cctx)
+        return 0;
+    static const ZSTD_customMem mem = {zalloc, zfree, NULL};
+    cctx = ZSTD_createCCtx_advanced(mem);
+    if (!cctx)
+        return -1;
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    return 0;
+}
+
 // Runs the open chunk's zstd frame over `raw` (mode ZSTD_e_continue) or closes it (ZSTD_e_end).
 static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
-    if (!cctx)
+    if (ensure_cctx() != 0)
         return fail_stream();
     ZSTD_inBuffer in = {raw, len, 0};
     for (;;) {
