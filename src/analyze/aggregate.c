@@ -157,10 +157,7 @@ typedef struct pass_s {
 } pass_t;
 
 static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return (thread << 40) | seq; }
-static inline size_t slot_of(uint64_t k, size_t mask) {
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h ^ (h >> 32)) & mask;
-}
+static inline size_t slot_of(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
 
 static int blk_rehash(pass_t* p, size_t cap) {
     blk_t* fresh = calloc(cap, sizeof *fresh);

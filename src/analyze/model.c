@@ -72,10 +72,7 @@ static void* grow(void* p, size_t* cap, size_t need, size_t elem) {
 // The block table: open addressing by id.
 // ---------------------------------------------------------------------------------------------
 static inline uint64_t block_key(uint64_t thread, uint64_t seq) { return (thread << 40) | seq; }
-static inline size_t key_slot(uint64_t k, size_t mask) {
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h ^ (h >> 32)) & mask;
-}
+static inline size_t key_slot(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
 
 static int blocks_rehash(model_t* m, size_t cap) {
     md_block_t* fresh = calloc(cap, sizeof *fresh);
@@ -328,9 +325,9 @@ static void on_verdict(model_t* m, const rd_record_t* r) {
         return;
     b->kind = (uint8_t)r->u[2];
     if (b->kind == HL_LEAK_INDIRECT && (r->u[3] || r->u[4])) {
-        md_block_t* leader = block_find(m, block_key(r->u[3], r->u[4]));
-        if (leader) // its bytes are credited to the leader's record when records are built
-            b->leader_plus1 = (uint32_t)(leader - m->blocks) + 1;
+        // Its bytes are credited to the leader's record when records are built.
+        if (block_find(m, block_key(r->u[3], r->u[4])))
+            b->leader_key = block_key(r->u[3], r->u[4]);
     }
 }
 
@@ -482,9 +479,11 @@ static void build_records(model_t* m) {
     // Indirect blocks credit their leader's record (memcheck's "(direct, indirect)").
     for (size_t i = 0; i < m->blocks_cap; i++) {
         md_block_t* b = &m->blocks[i];
-        if (!b->is_used || b->kind != HL_LEAK_INDIRECT || !b->leader_plus1)
+        if (!b->is_used || b->kind != HL_LEAK_INDIRECT || !b->leader_key)
             continue;
-        md_block_t* leader = &m->blocks[b->leader_plus1 - 1];
+        const md_block_t* leader = block_find(m, b->leader_key);
+        if (!leader)
+            continue;
         uint64_t k = ((uint64_t)leader->stack << 3) | (uint64_t)leader->kind;
         size_t j = key_slot(k + 1, idx_cap - 1);
         while (idx[j] >= 0 && ((uint64_t)m->records[idx[j]].stack << 3 | (uint64_t)m->records[idx[j]].kind) != k)
@@ -510,6 +509,12 @@ int model_load(model_t* m, const char* path) {
     }
     // Early frees whose allocation never came are dropped; they cannot be attributed.
     build_records(m);
+    // The table was sized for the peak; what is left is the blocks alive at the end.
+    size_t cap = 1024;
+    while (cap < m->blocks_used * 2 + 2)
+        cap *= 2;
+    if (cap < m->blocks_cap)
+        blocks_rehash(m, cap);
     return 0;
 }
 

@@ -38,12 +38,21 @@ typedef struct md_stack_s {
     uint64_t live_blocks, live_bytes;
 } md_stack_t;
 
+// Slot of block key (thread << 40 | seq) in an open-addressing table of mask + 1 slots. Blocks
+// are allocated in seq order and mostly freed near it, so runs of 64 consecutive seqs sit two
+// slots apart from a hashed point: reading a trace touches its tables in order instead of at
+// one random place (a cache miss) per record, and a run that is all live stays half empty.
+static inline size_t md_block_slot(uint64_t key, size_t mask) {
+    uint64_t h = (key >> 6) * 0x9E3779B97F4A7C15ull;
+    return (size_t)((h ^ (h >> 32)) + 2 * (key & 63)) & mask;
+}
+
 typedef struct md_block_s {
     uint64_t key; // thread << 40 | seq; 0 = empty
     uint64_t addr;
     uint64_t size;
     uint32_t stack;
-    uint32_t leader_plus1; // indirectly lost: 1 + slot of the block it is lost through
+    uint64_t leader_key; // indirectly lost: key of the block it is lost through (0: none)
     uint8_t fn;
     uint8_t kind; // HL_LEAK_* after the scan, HL_KIND_UNSCANNED before
     uint8_t is_used;

@@ -11,6 +11,8 @@
 #include "../common/format.h"
 #include "../common/varint.h"
 
+#define hl_likely_reader(x) __builtin_expect(!!(x), 1)
+
 typedef struct dec_s {
     const uint8_t* p;
     const uint8_t* end;
@@ -40,7 +42,10 @@ static uint64_t* alloc_count(dec_t* d, uint64_t thread) {
     return &(*d->allocs)[thread];
 }
 
-static uint64_t get_u(dec_t* d) {
+static inline uint64_t get_u(dec_t* d) {
+    // Most fields of the busy records (deltas, ids, small sizes) fit one byte.
+    if (hl_likely_reader(d->p < d->end && *d->p < 0x80))
+        return *d->p++;
     uint64_t v = 0;
     if (!d->bad && varint_get(&d->p, d->end, &v) != 0)
         d->bad = 1;
@@ -83,8 +88,19 @@ static int ensure_scratch(size_t n) {
 
 // Decodes one record at d->p into r. Returns 0, or -1 on malformed input.
 static int decode_record(dec_t* d, rd_record_t* r) {
-    memset(r, 0, sizeof *r);
-    r->tag = *d->p++;
+    int tag = *d->p++;
+    // ALLOC and FREE, nearly every record of a trace, set each field they carry; the rest of
+    // the record is cleared only for the others.
+    if (tag == REC_ALLOC || tag == REC_FREE) {
+        r->u[4] = 0;
+        r->nsegs = 0;
+        r->segs = NULL;
+        r->s[0].ptr = r->s[1].ptr = NULL;
+        r->s[0].len = r->s[1].len = 0;
+    } else {
+        memset(r, 0, sizeof *r);
+    }
+    r->tag = tag;
     switch (r->tag) {
     case REC_INFO:
         for (int i = 0; i < 6; i++)
