@@ -3,6 +3,15 @@
 // its own spinlock, so two threads rarely meet on one lock. A released block stays in its slot
 // marked FREED until the address is reused or the table is rebuilt: that is what tells a
 // double free from an invalid one at no extra cost.
+//
+// A program may hold millions of blocks, and every malloc and free touches one slot, so a slot
+// is packed into 24 bytes (the table's size decides its cache misses and the pages it costs):
+//   w0: address (47 bits) | fn (5) | state (2) | guarded (1) | internal (1) | seq bits 32-39 (8)
+//   w1: requested size (40 bits) | owner thread index (24)
+//   w2: seq bits 0-31 (32) | allocation stack (32); once FREED, seq bits 0-31 hold the stack
+//       that released the block
+// The rare block that does not fit (an address above 2^47, a size of 1 TiB or more) is kept in
+// a short side list instead.
 #define _GNU_SOURCE
 #include <sched.h>
 #include <string.h>
@@ -11,18 +20,71 @@
 
 #define HL_SHARDS 256
 #define HL_SHARD_INITIAL 1024
+#define HL_ADDR_BITS 47
+#define HL_SIZE_BITS 40
+#define HL_ODD_MAX 64
+
+typedef struct slot_s {
+    uint64_t w0, w1, w2;
+} slot_t;
 
 typedef struct shard_s {
     _Atomic int lock;
     uint32_t mask;   // capacity - 1
     uint32_t used;   // LIVE + FREED + TOMB slots
     uint32_t live;
-    hl_block_t* slots;
-    hl_block_t* spare; // the table before the last same-size rebuild, for the next one
+    slot_t* slots;
+    slot_t* spare; // the table before the last same-size rebuild, for the next one
     char pad[64 - 4 - 12 - 2 * sizeof(void*)];
 } shard_t;
 
 static shard_t shards[HL_SHARDS];
+
+// Blocks that do not fit a slot, by linear search (there are none in practice).
+static hl_block_t odd[HL_ODD_MAX];
+static _Atomic int odd_lock;
+static _Atomic int odd_count; // slots of odd[] ever used
+
+static inline int fits(const hl_block_t* b) {
+    return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
+}
+
+static inline int slot_state(const slot_t* s) { return (int)((s->w0 >> 52) & 3); }
+static inline uintptr_t slot_addr(const slot_t* s) {
+    return (uintptr_t)(s->w0 & ((1ull << HL_ADDR_BITS) - 1));
+}
+static inline void slot_set_state(slot_t* s, int state) {
+    s->w0 = (s->w0 & ~(3ull << 52)) | ((uint64_t)state << 52);
+}
+
+static inline slot_t pack(const hl_block_t* b, int state) {
+    slot_t s;
+    s.w0 = (uint64_t)b->addr | ((uint64_t)b->fn & 31) << 47 | (uint64_t)(state & 3) << 52 |
+           (uint64_t)b->guarded << 54 | (uint64_t)b->is_internal << 55 |
+           ((b->seq >> 32) & 0xff) << 56;
+    s.w1 = (uint64_t)b->size | (uint64_t)(b->thread & 0xffffff) << HL_SIZE_BITS;
+    s.w2 = (b->seq & 0xffffffffu) | (uint64_t)b->stack << 32;
+    return s;
+}
+
+// The interface's view. A FREED block reports the stack that released it in `thread`.
+static inline void unpack(const slot_t* s, hl_block_t* b) {
+    memset(b, 0, sizeof *b);
+    b->addr = slot_addr(s);
+    b->fn = (s->w0 >> 47) & 31;
+    b->state = (s->w0 >> 52) & 3;
+    b->guarded = (s->w0 >> 54) & 1;
+    b->is_internal = (s->w0 >> 55) & 1;
+    b->size = s->w1 & ((1ull << HL_SIZE_BITS) - 1);
+    b->stack = (uint32_t)(s->w2 >> 32);
+    if (b->state == HL_BLOCK_FREED) {
+        b->thread = (uint32_t)s->w2;
+        b->seq = 0;
+    } else {
+        b->thread = (uint32_t)(s->w1 >> HL_SIZE_BITS);
+        b->seq = (s->w0 >> 56) << 32 | (s->w2 & 0xffffffffu);
+    }
+}
 
 // Where a block's slot is: the top byte picks the shard, the low 32 bits the slot. Blocks of one
 // 64 KiB stretch of the heap share a shard and sit in nearby slots, from a point hashed from
@@ -43,24 +105,26 @@ static inline shard_t* shard_of(uint64_t h) { return &shards[h >> 56]; }
 void live_prefetch(uintptr_t addr) {
     uint64_t h = addr_hash(addr);
     const shard_t* s = shard_of(h);
-    const hl_block_t* slots = s->slots;
+    const slot_t* slots = s->slots;
     if (slots)
         __builtin_prefetch(&slots[(uint32_t)h & s->mask], 1, 3);
 }
 
-static inline void shard_lock(shard_t* s) {
-    while (atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&s->lock, memory_order_relaxed))
+static inline void spin_lock(_Atomic int* lock) {
+    while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(lock, memory_order_relaxed))
             sched_yield();
     }
 }
-static inline void shard_unlock(shard_t* s) {
-    atomic_store_explicit(&s->lock, 0, memory_order_release);
+static inline void spin_unlock(_Atomic int* lock) {
+    atomic_store_explicit(lock, 0, memory_order_release);
 }
+static inline void shard_lock(shard_t* s) { spin_lock(&s->lock); }
+static inline void shard_unlock(shard_t* s) { spin_unlock(&s->lock); }
 
 void live_init(void) {
     for (int i = 0; i < HL_SHARDS; i++) {
-        shards[i].slots = os_map(HL_SHARD_INITIAL * sizeof(hl_block_t));
+        shards[i].slots = os_map(HL_SHARD_INITIAL * sizeof(slot_t));
         shards[i].mask = shards[i].slots ? HL_SHARD_INITIAL - 1 : 0;
     }
 }
@@ -76,21 +140,21 @@ static HL_COLD void shard_grow(shard_t* s) {
         new_cap *= 2;
     if (new_cap == cap && s->used - s->live < cap / 4)
         new_cap *= 2;
-    hl_block_t* fresh;
+    slot_t* fresh;
     if (new_cap == cap && s->spare) {
         fresh = s->spare;
-        memset(fresh, 0, (size_t)cap * sizeof(hl_block_t));
+        memset(fresh, 0, (size_t)cap * sizeof(slot_t));
     } else {
-        fresh = os_map_dense((size_t)new_cap * sizeof(hl_block_t));
+        fresh = os_map_dense((size_t)new_cap * sizeof(slot_t));
         if (!fresh)
             return; // keep probing the crowded table: slower, still correct
     }
     for (uint32_t i = 0; i < cap; i++) {
-        hl_block_t* b = &s->slots[i];
-        if (b->state != HL_BLOCK_LIVE)
+        const slot_t* b = &s->slots[i];
+        if (slot_state(b) != HL_BLOCK_LIVE)
             continue;
-        uint32_t j = (uint32_t)addr_hash(b->addr) & (new_cap - 1);
-        while (fresh[j].state != HL_BLOCK_EMPTY)
+        uint32_t j = (uint32_t)addr_hash(slot_addr(b)) & (new_cap - 1);
+        while (slot_state(&fresh[j]) != HL_BLOCK_EMPTY)
             j = (j + 1) & (new_cap - 1);
         fresh[j] = *b;
     }
@@ -98,8 +162,8 @@ static HL_COLD void shard_grow(shard_t* s) {
         s->spare = s->slots;
     } else {
         if (s->spare)
-            os_unmap(s->spare, (size_t)cap * sizeof(hl_block_t));
-        os_unmap(s->slots, (size_t)cap * sizeof(hl_block_t));
+            os_unmap(s->spare, (size_t)cap * sizeof(slot_t));
+        os_unmap(s->slots, (size_t)cap * sizeof(slot_t));
         s->spare = NULL;
     }
     s->slots = fresh;
@@ -107,9 +171,60 @@ static HL_COLD void shard_grow(shard_t* s) {
     s->used = s->live;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The side list
+// ---------------------------------------------------------------------------------------------
+static HL_COLD void odd_insert(const hl_block_t* b) {
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count), free_at = -1;
+    for (int i = 0; i < n; i++) {
+        if (odd[i].addr == b->addr || (free_at < 0 && odd[i].state != HL_BLOCK_LIVE))
+            free_at = i;
+        if (odd[i].addr == b->addr)
+            break;
+    }
+    if (free_at < 0 && n < HL_ODD_MAX)
+        atomic_store(&odd_count, (free_at = n) + 1);
+    if (free_at >= 0) {
+        odd[free_at] = *b;
+        odd[free_at].state = HL_BLOCK_LIVE;
+    } else {
+        hl_log("more than %d blocks of 1 TiB or above 2^47: the rest go untracked", HL_ODD_MAX);
+    }
+    spin_unlock(&odd_lock);
+}
+
+// Like live_remove/live_lookup for the side list; HL_BLOCK_EMPTY when addr is not there.
+static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_t release_stack) {
+    int state = HL_BLOCK_EMPTY;
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++) {
+        if (odd[i].addr != addr || odd[i].state == HL_BLOCK_EMPTY)
+            continue;
+        state = (int)odd[i].state;
+        *out = odd[i];
+        if (remove && state == HL_BLOCK_LIVE) {
+            odd[i].state = HL_BLOCK_FREED;
+            odd[i].thread = release_stack;
+        }
+        break;
+    }
+    spin_unlock(&odd_lock);
+    return state;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+// ---------------------------------------------------------------------------------------------
 void live_insert(const hl_block_t* b) {
+    if (hl_unlikely(!fits(b))) {
+        odd_insert(b);
+        return;
+    }
     uint64_t h = addr_hash(b->addr);
     shard_t* s = shard_of(h);
+    slot_t packed = pack(b, HL_BLOCK_LIVE);
     shard_lock(s);
     if (hl_unlikely((s->used + 1) * 2 >= (s->mask + 1)))
         shard_grow(s);
@@ -118,58 +233,63 @@ void live_insert(const hl_block_t* b) {
         return;
     }
     uint32_t i = (uint32_t)h & s->mask;
-    hl_block_t* reuse = NULL;
+    slot_t* reuse = NULL;
     for (;;) {
-        hl_block_t* slot = &s->slots[i];
-        if (slot->state == HL_BLOCK_EMPTY)
+        slot_t* slot = &s->slots[i];
+        int state = slot_state(slot);
+        if (state == HL_BLOCK_EMPTY)
             break;
-        if (slot->addr == b->addr) { // the address came back from the allocator
-            if (slot->state == HL_BLOCK_LIVE)
+        if (slot_addr(slot) == b->addr) { // the address came back from the allocator
+            if (state == HL_BLOCK_LIVE)
                 s->live--; // a block the agent missed the release of; the new one wins
-            *slot = *b;
-            slot->state = HL_BLOCK_LIVE;
+            *slot = packed;
             s->live++;
             shard_unlock(s);
             return;
         }
-        if (!reuse && slot->state != HL_BLOCK_LIVE) // a freed block's slot: its history goes
+        if (!reuse && state != HL_BLOCK_LIVE) // a freed block's slot: its history goes
             reuse = slot;
         i = (i + 1) & s->mask;
     }
-    hl_block_t* slot = reuse ? reuse : &s->slots[i];
+    slot_t* slot = reuse ? reuse : &s->slots[i];
     if (!reuse)
         s->used++;
-    *slot = *b;
-    slot->state = HL_BLOCK_LIVE;
+    *slot = packed;
     s->live++;
     shard_unlock(s);
 }
 
-static hl_block_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
+static slot_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
     uint32_t i = (uint32_t)h & s->mask;
     if (!s->slots)
         return NULL;
     for (;;) {
-        hl_block_t* slot = &s->slots[i];
-        if (slot->state == HL_BLOCK_EMPTY)
+        slot_t* slot = &s->slots[i];
+        int state = slot_state(slot);
+        if (state == HL_BLOCK_EMPTY)
             return NULL;
-        if (slot->addr == addr && slot->state != HL_BLOCK_TOMB)
+        if (slot_addr(slot) == addr && state != HL_BLOCK_TOMB)
             return slot;
         i = (i + 1) & s->mask;
     }
 }
 
 int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
+    if (hl_unlikely(addr >> HL_ADDR_BITS) || hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
+        int state = odd_take(addr, out, 1, release_stack);
+        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
+            return state;
+    }
     uint64_t h = addr_hash(addr);
     shard_t* s = shard_of(h);
     shard_lock(s);
-    hl_block_t* slot = find(s, h, addr);
-    int state = slot ? (int)slot->state : HL_BLOCK_EMPTY;
+    slot_t* slot = find(s, h, addr);
+    int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
     if (slot) {
-        *out = *slot;
+        unpack(slot, out);
         if (state == HL_BLOCK_LIVE) {
-            slot->state = HL_BLOCK_FREED;
-            slot->thread = release_stack;
+            slot_set_state(slot, HL_BLOCK_FREED);
+            slot->w2 = (slot->w2 & ~0xffffffffull) | release_stack;
             s->live--;
         }
     }
@@ -178,13 +298,18 @@ int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
 }
 
 int live_lookup(uintptr_t addr, hl_block_t* out) {
+    if (hl_unlikely(addr >> HL_ADDR_BITS) || hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
+        int state = odd_take(addr, out, 0, 0);
+        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
+            return state;
+    }
     uint64_t h = addr_hash(addr);
     shard_t* s = shard_of(h);
     shard_lock(s);
-    hl_block_t* slot = find(s, h, addr);
-    int state = slot ? (int)slot->state : HL_BLOCK_EMPTY;
+    slot_t* slot = find(s, h, addr);
+    int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
     if (slot)
-        *out = *slot;
+        unpack(slot, out);
     shard_unlock(s);
     return state;
 }
@@ -192,30 +317,43 @@ int live_lookup(uintptr_t addr, hl_block_t* out) {
 void live_lock_all(void) {
     for (int i = 0; i < HL_SHARDS; i++)
         shard_lock(&shards[i]);
+    spin_lock(&odd_lock);
 }
 void live_unlock_all(void) {
+    spin_unlock(&odd_lock);
     for (int i = 0; i < HL_SHARDS; i++)
         shard_unlock(&shards[i]);
 }
 void live_reset_after_fork(void) {
     for (int i = 0; i < HL_SHARDS; i++)
         atomic_store(&shards[i].lock, 0);
+    atomic_store(&odd_lock, 0);
 }
 
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    hl_block_t b;
     for (int i = 0; i < HL_SHARDS; i++) {
         shard_t* s = &shards[i];
         if (!s->slots)
             continue;
         for (uint32_t j = 0; j <= s->mask; j++)
-            if (s->slots[j].state == HL_BLOCK_LIVE)
-                fn(&s->slots[j], arg);
+            if (slot_state(&s->slots[j]) == HL_BLOCK_LIVE) {
+                unpack(&s->slots[j], &b);
+                fn(&b, arg);
+            }
     }
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++)
+        if (odd[i].state == HL_BLOCK_LIVE)
+            fn(&odd[i], arg);
 }
 
 uint64_t live_count(void) {
     uint64_t n = 0;
     for (int i = 0; i < HL_SHARDS; i++)
         n += shards[i].live;
+    int k = atomic_load(&odd_count);
+    for (int i = 0; i < k; i++)
+        n += odd[i].state == HL_BLOCK_LIVE;
     return n;
 }

@@ -260,7 +260,9 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
         enc_u(&enc, r->thread_index);
         enc_time(&enc, t);
         enc_u(&enc, ev->aux);
-        enc_s(&enc, (int64_t)(n - ev->size));
+        // The live table keeps 40 bits of a block's seq: the distance is taken modulo 2^40,
+        // exact for any block younger than 2^40 allocations of its owner.
+        enc_s(&enc, (int64_t)((n - ev->size) & ((1ull << 40) - 1)));
         enc_u(&enc, ev->fn);
         break;
     }
