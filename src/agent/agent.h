@@ -140,7 +140,7 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 // os.c: raw system calls, so the agent never re-enters its own hooks.
 // ---------------------------------------------------------------------------------------------
 void* os_map(size_t size);            // zeroed anonymous memory, or NULL
-void* os_map_dense(size_t size);      // the same, in huge pages where it is big enough
+void* os_map_dense(size_t size);      // the same, populated at once (for tables used whole)
 void os_unmap(void* p, size_t size);
 void* os_reserve(size_t size);      // large and lazily backed: pages cost only once touched
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno

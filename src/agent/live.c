@@ -124,7 +124,7 @@ static inline void shard_unlock(shard_t* s) { spin_unlock(&s->lock); }
 
 void live_init(void) {
     for (int i = 0; i < HL_SHARDS; i++) {
-        shards[i].slots = os_map(HL_SHARD_INITIAL * sizeof(slot_t));
+        shards[i].slots = os_map_dense(HL_SHARD_INITIAL * sizeof(slot_t));
         shards[i].mask = shards[i].slots ? HL_SHARD_INITIAL - 1 : 0;
     }
 }

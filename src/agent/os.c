@@ -43,13 +43,18 @@ static void* map_flags(size_t size, int extra) {
     return (void*)r;
 }
 
-// For tables that are dense and touched all over (the live table of a program holding
-// millions of blocks): huge pages take one fault per 2 MiB instead of 512 and one TLB entry
-// for as much. Not for sparse, lazily touched memory, which they would inflate.
+// For tables that are dense and touched all over as soon as they exist (the live table of a
+// program holding millions of blocks): from 1 MiB on they are populated in one call rather
+// than one fault per page (a kernel without MADV_POPULATE_WRITE faults lazily). Huge pages
+// were slower here: with the usual defrag=madvise setting the kernel compacts memory to find
+// them, and the program waits.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 void* os_map_dense(size_t size) {
     void* p = map_flags(size, 0);
-    if (p && size >= (2u << 20))
-        syscall(SYS_madvise, p, size, MADV_HUGEPAGE);
+    if (p && size >= (1u << 20))
+        syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE);
     return p;
 }
 
