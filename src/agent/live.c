@@ -19,7 +19,7 @@
 #include "agent.h"
 
 #define HL_SHARDS 256
-#define HL_SHARD_INITIAL 1024
+#define HL_SHARD_INITIAL 256
 #define HL_ADDR_BITS 47
 #define HL_SIZE_BITS 40
 #define HL_ODD_MAX 64
