@@ -160,7 +160,7 @@ static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return (thread <<
 static inline size_t slot_of(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
 
 static int blk_rehash(pass_t* p, size_t cap) {
-    blk_t* fresh = calloc(cap, sizeof *fresh);
+    blk_t* fresh = md_table_alloc(cap, sizeof *fresh);
     if (!fresh)
         return -ENOMEM;
     for (size_t i = 0; i < p->cap; i++) {
@@ -171,7 +171,7 @@ static int blk_rehash(pass_t* p, size_t cap) {
             j = (j + 1) & (cap - 1);
         fresh[j] = p->blocks[i];
     }
-    free(p->blocks);
+    md_table_free(p->blocks, p->cap, sizeof *p->blocks);
     p->blocks = fresh;
     p->cap = cap;
     return 0;
@@ -648,6 +648,11 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 
     pass_t p = {.a = a, .m = m, .ctx = c, .filter = o->filter ? &rx : NULL, .cur = -1};
     rd_result_t res;
+    // The first pass knows the most blocks alive at once: the table is made that big at once.
+    size_t cap = 1024;
+    while (cap < m->blocks_most * 2 + 2)
+        cap *= 2;
+    blk_rehash(&p, cap); // else it grows as it goes
     rc = rd_read_file(path, on_record, &p, &res);
     if (rc == 0 && p.failed)
         rc = -ENOMEM;
@@ -667,7 +672,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     }
     if (o->filter)
         regfree(&rx);
-    free(p.blocks);
+    md_table_free(p.blocks, p.cap, sizeof *p.blocks);
     free(p.seq);
     free(p.early);
     return rc;

@@ -5,6 +5,9 @@
 #define _GNU_SOURCE
 #include "model.h"
 
+#include <stdint.h>
+#include <sys/mman.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +77,26 @@ static void* grow(void* p, size_t* cap, size_t need, size_t elem) {
 static inline uint64_t block_key(uint64_t thread, uint64_t seq) { return (thread << 40) | seq; }
 static inline size_t key_slot(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
 
+void* md_table_alloc(size_t n, size_t size) {
+    if (n > SIZE_MAX / size)
+        return NULL;
+    if (n * size < (1u << 20))
+        return calloc(n, size);
+    void* p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void md_table_free(void* p, size_t n, size_t size) {
+    if (!p)
+        return;
+    if (n * size < (1u << 20))
+        free(p);
+    else
+        munmap(p, n * size);
+}
+
 static int blocks_rehash(model_t* m, size_t cap) {
-    md_block_t* fresh = calloc(cap, sizeof *fresh);
+    md_block_t* fresh = md_table_alloc(cap, sizeof *fresh);
     if (!fresh)
         return -1;
     for (size_t i = 0; i < m->blocks_cap; i++) {
@@ -87,7 +108,7 @@ static int blocks_rehash(model_t* m, size_t cap) {
             j = (j + 1) & (cap - 1);
         fresh[j] = *b;
     }
-    free(m->blocks);
+    md_table_free(m->blocks, m->blocks_cap, sizeof *m->blocks);
     m->blocks = fresh;
     m->blocks_cap = cap;
     return 0;
@@ -100,7 +121,8 @@ static md_block_t* block_put(model_t* m, uint64_t key) {
     size_t mask = m->blocks_cap - 1, i = key_slot(key, mask);
     while (m->blocks[i].is_used)
         i = (i + 1) & mask;
-    m->blocks_used++;
+    if (++m->blocks_used > m->blocks_most)
+        m->blocks_most = m->blocks_used;
     m->blocks[i].is_used = 1;
     m->blocks[i].key = key;
     return &m->blocks[i];
@@ -326,8 +348,11 @@ static void on_verdict(model_t* m, const rd_record_t* r) {
     b->kind = (uint8_t)r->u[2];
     if (b->kind == HL_LEAK_INDIRECT && (r->u[3] || r->u[4])) {
         // Its bytes are credited to the leader's record when records are built.
-        if (block_find(m, block_key(r->u[3], r->u[4])))
-            b->leader_key = block_key(r->u[3], r->u[4]);
+        md_leader_t* fresh = grow(m->leaders, &m->leaders_cap, m->nleaders + 1, sizeof *fresh);
+        if (fresh) {
+            m->leaders = fresh;
+            m->leaders[m->nleaders++] = (md_leader_t){b->key, block_key(r->u[3], r->u[4])};
+        }
     }
 }
 
@@ -477,12 +502,10 @@ static void build_records(model_t* m) {
         rec->blocks++;
     }
     // Indirect blocks credit their leader's record (memcheck's "(direct, indirect)").
-    for (size_t i = 0; i < m->blocks_cap; i++) {
-        md_block_t* b = &m->blocks[i];
-        if (!b->is_used || b->kind != HL_LEAK_INDIRECT || !b->leader_key)
-            continue;
-        const md_block_t* leader = block_find(m, b->leader_key);
-        if (!leader)
+    for (size_t i = 0; i < m->nleaders; i++) {
+        const md_block_t* b = block_find(m, m->leaders[i].key);
+        const md_block_t* leader = block_find(m, m->leaders[i].leader_key);
+        if (!b || !leader || b->kind != HL_LEAK_INDIRECT)
             continue;
         uint64_t k = ((uint64_t)leader->stack << 3) | (uint64_t)leader->kind;
         size_t j = key_slot(k + 1, idx_cap - 1);
@@ -530,7 +553,8 @@ void model_free(model_t* m) {
     free(m->stacks);
     free(m->thread_allocs);
     free(m->thread_tids);
-    free(m->blocks);
+    md_table_free(m->blocks, m->blocks_cap, sizeof *m->blocks);
+    free(m->leaders);
     free(m->early_frees);
     free(m->errors);
     free(m->records);

@@ -47,16 +47,25 @@ static inline size_t md_block_slot(uint64_t key, size_t mask) {
     return (size_t)((h ^ (h >> 32)) + 2 * (key & 63)) & mask;
 }
 
+// Zeroed memory for a block table of n entries of `size` bytes, and its release. A big table is
+// its own mapping: its pages cost memory only once touched, and it goes back whole when freed.
+void* md_table_alloc(size_t n, size_t size);
+void md_table_free(void* p, size_t n, size_t size);
+
 typedef struct md_block_s {
     uint64_t key; // thread << 40 | seq; 0 = empty
     uint64_t addr;
-    uint64_t size;
+    uint64_t size : 48;
+    uint64_t fn : 8;
+    uint64_t kind : 8; // HL_LEAK_* after the scan, HL_KIND_UNSCANNED before
     uint32_t stack;
-    uint64_t leader_key; // indirectly lost: key of the block it is lost through (0: none)
-    uint8_t fn;
-    uint8_t kind; // HL_LEAK_* after the scan, HL_KIND_UNSCANNED before
     uint8_t is_used;
 } md_block_t;
+
+// An indirectly lost block and the definitely lost one it is reached through.
+typedef struct md_leader_s {
+    uint64_t key, leader_key;
+} md_leader_t;
 
 typedef struct md_error_s {
     int kind;
@@ -109,6 +118,9 @@ typedef struct model_s {
     // live blocks, by id
     md_block_t* blocks;
     size_t blocks_cap, blocks_used;
+    size_t blocks_most; // the most blocks alive at once (a second pass sizes its table by it)
+    md_leader_t* leaders; // from the scan's verdicts
+    size_t nleaders, leaders_cap;
     uint64_t* early_frees; // FREE before its ALLOC (threads drained out of order)
     size_t nearly, early_cap;
     // totals
