@@ -517,9 +517,13 @@ int unwind_here(uintptr_t* ips, int max) {
     return n;
 }
 
+#define HL_RELEASE_DEPTH 16
+
 static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uintptr_t ip, sp, rbp;
-    int max = hl_opt.depth;
+    // A release stack only ever names where a block was freed before, in a report of a double
+    // free: its innermost frames say it, as memcheck's 12 do. The full depth is for allocations.
+    int max = which == 1 && hl_opt.depth > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : hl_opt.depth;
     unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0)) {
         uintptr_t ips[HL_MAX_DEPTH];

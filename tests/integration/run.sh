@@ -442,6 +442,11 @@ expect_stdout err_double_free "err_double_free survived"
 check err_double_free "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
     "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0" \
     "errs_release('double_free', 'free_it_once') == 1"
+# Allocation stacks keep -d frames; the stack of the first release keeps its innermost 16.
+hl err_double_free_deep -d 64 -- err_double_free deep
+check err_double_free_deep "$J" "error_kinds() == ['double_free']" \
+    "errs_release('double_free', 'free_it_once') == 1" "len(errors[0]['release_stack']) == 16" \
+    "len(errors[0]['alloc_stack']) > 30" "errors[0]['alloc_stack'][30].get('function') == 'deep_alloc'"
 hl err_double_free_fast --no-release-stacks -- err_double_free
 check err_double_free_fast "$J" "error_kinds() == ['double_free']" \
     "errs('double_free', 'free_it_again') == 1" "errs_release('double_free', 'free_it_once') == 0"
