@@ -25,7 +25,6 @@ enum hl_event_kind {
     EV_FREE,        // addr, size = owner seq, aux = owner thread, fn
     EV_MMAP,        // addr, size = length, aux = stack id, extra = prot | flags << 8 (low bits)
     EV_MUNMAP,      // addr, size = length
-    EV_MODULES,     // the module list may have changed (dlopen/dlclose)
     EV_THREAD_NAME, // reserved
 };
 
@@ -127,6 +126,9 @@ typedef struct hl_real_s {
     pid_t (*fork)(void);
     int (*sigaction)(int, const struct sigaction*, struct sigaction*);
     void (*(*signal)(int, void (*)(int)))(int);
+    // glibc's own single-threaded flag (the one its fast paths read). An executable that names
+    // __libc_single_threaded has a copy of its own, which is what that name means in here.
+    char* libc_single_threaded;
 } hl_real_t;
 
 extern hl_real_t hl_real;
@@ -260,7 +262,6 @@ HL_INLINE void record_alloc(hl_thread_t* t, void* p, size_t size, int fn) {
 int record_free(hl_thread_t* t, void* p, int fn);
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags);
 void record_munmap(hl_thread_t* t, void* p, size_t len);
-void record_modules_changed(hl_thread_t* t);
 size_t record_usable_size(void* p); // requested size of a guarded block, else (size_t)-1
 void record_internal_alloc(void* p, size_t size);
 void record_internal_free(void* p);
@@ -292,6 +293,7 @@ void guard_fill(void* p, size_t size);
 // ---------------------------------------------------------------------------------------------
 int writer_start(void);            // lazily, from the first slow path; 0 or -errno
 void writer_flush_sync(void);      // drain everything now, write it out (caller: any thread)
+void writer_modules_changed(void); // after dlopen/dlclose, on the program thread that made it
 void writer_finish(int how, int value); // final drain, scan records, END, close
 void writer_reset_after_fork(uint32_t parent_threads);
 void writer_clock_init(void);

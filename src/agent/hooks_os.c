@@ -101,7 +101,7 @@ HL_EXPORT void* dlopen(const char* file, int mode) {
     void* h = hl_real.dlopen(file, mode);
     if (h && TRACING()) {
         thread_self()->busy = 1;
-        record_modules_changed(thread_self());
+        writer_modules_changed();
         thread_self()->busy = 0;
     }
     return h;
@@ -117,7 +117,7 @@ HL_EXPORT int dlclose(void* h) {
     int rc = hl_real.dlclose(h);
     if (TRACING()) {
         thread_self()->busy = 1;
-        record_modules_changed(thread_self());
+        writer_modules_changed();
         thread_self()->busy = 0;
     }
     return rc;

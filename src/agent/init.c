@@ -68,6 +68,8 @@ static void fork_child(void) {
     modules_reset();
     if (hl_opt.no_follow)
         atomic_store(&hl_phase, HL_DONE);
+    else
+        writer_flush_sync(); // the child's trace begins now, from its only thread
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -125,6 +127,9 @@ void agent_init(void) {
     }
     signals_install();
     atomic_store(&hl_phase, HL_ON);
+    // The trace's first records (the process, its modules) are written here, on a program
+    // thread: the writer never reads the module list (see writer_modules_changed).
+    writer_flush_sync();
     writer_start();
     thread_self()->busy = 0;
     boot->busy = was_busy;

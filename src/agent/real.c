@@ -82,6 +82,7 @@ void real_resolve(void) {
     RESOLVE(fork, "fork");
     RESOLVE(sigaction, "sigaction");
     RESOLVE(signal, "signal");
+    RESOLVE(libc_single_threaded, "__libc_single_threaded");
     if (!hl_real.mmap64)
         hl_real.mmap64 = hl_real.mmap;
     atomic_store(&hl_real_ready, 2);

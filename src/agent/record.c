@@ -136,12 +136,6 @@ void record_munmap(hl_thread_t* t, void* p, size_t len) {
     push_event(t, EV_MUNMAP, HL_FN_MUNMAP, (uintptr_t)p, len, 0, 0);
 }
 
-void record_modules_changed(hl_thread_t* t) {
-    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
-        return;
-    push_event(t, EV_MODULES, 0, 0, 0, 0, 0);
-}
-
 size_t record_usable_size(void* p) {
     hl_block_t b;
     if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.guarded)

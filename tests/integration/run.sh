@@ -262,6 +262,19 @@ fi
 check daemon_fds "$J" "totals['allocations'] in (40002, 40003)" "lb('definite') == 333" "ln('definite') == 2" \
     "j['trace_complete'] == True"
 
+# glibc's single-threaded fast paths: kept while only the program's one thread runs (the agent's
+# writer thread is not the program's), left once the program makes a thread of its own.
+hl single_threaded -- single_threaded
+expect_status single_threaded 0
+want=$(cd "$D" && "$PROGS/single_threaded" 2>/dev/null)
+got=$(cat "$D/stdout" 2>/dev/null)
+if [ "$got" = "$want" ] && grep -q "after-mallocs libc=1 exe=1" <<<"$got" &&
+    grep -q "after-own-thread libc=0 exe=0" <<<"$got"; then
+    pass "single_threaded: glibc's flag as without heaplens"
+else
+    fail "single_threaded: glibc's flag as without heaplens" "native: $(echo $want) / traced: $(echo $got)"
+fi
+
 hl signals_view -- signals_view
 expect_status signals_view 143
 want=$(cd "$D" && "$PROGS/signals_view" 2>/dev/null)
