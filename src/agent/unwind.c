@@ -50,12 +50,19 @@ enum { CFA_RSP = 0, CFA_RBP = 1, CFA_DEREF_RBP = 2 };
 enum { RBP_SAME = 0, RBP_AT_CFA = 1, RBP_AT_RBP = 2 };
 enum { RULE_VALID = 1, RULE_END = 2, RULE_HARD = 4 };
 
+// mode packs (flags, rbp kind, cfa kind) into one byte, so the usual frame is told by one
+// comparison: a valid rule with the CFA at %rsp + off.
 typedef struct rule_s {
     int32_t cfa_off;
     int16_t rbp_off;
     int8_t ra_off;
-    uint8_t cfa_kind : 2, rbp_kind : 2, flags : 4;
+    uint8_t mode; // RULE_* << 4 | RBP_* << 2 | CFA_*
 } rule_t;
+
+#define RULE_MODE(flags, rbp_kind, cfa_kind) ((uint8_t)((flags) << 4 | (rbp_kind) << 2 | (cfa_kind)))
+#define RULE_FLAGS(r) ((r).mode >> 4)
+#define RULE_CFA(r) ((r).mode & 3)
+#define RULE_RBP(r) (((r).mode >> 2) & 3)
 
 typedef struct cache_entry_s {
     uintptr_t ip;
@@ -267,11 +274,11 @@ static void run_cfa(const uint8_t* p, const uint8_t* end, uint64_t* loc, uint64_
 
 // The rule for the frame whose return address (or, for a signal frame, ip) is `ip`.
 static rule_t compute_rule(uintptr_t ip) {
-    rule_t bad = {.flags = RULE_HARD};
+    rule_t bad = {.mode = RULE_MODE(RULE_HARD, 0, 0)};
     struct dwarf_eh_bases bases;
     const uint8_t* fde = _Unwind_Find_FDE((void*)(ip - 1), &bases);
     if (!fde)
-        return (rule_t){.flags = RULE_END};
+        return (rule_t){.mode = RULE_MODE(RULE_END, 0, 0)};
     uint32_t flen, cie_ptr;
     memcpy(&flen, fde, 4);
     if (flen == 0xffffffffu)
@@ -334,24 +341,12 @@ static rule_t compute_rule(uintptr_t ip) {
     run_cfa(q, fend, &loc, target, code_align, data_align, &bases, &row, &initial, stack, &depth);
     if (row.is_hard || !row.ra_known || row.cfa_off > INT32_MAX || row.cfa_off < INT32_MIN ||
         row.ra_off < -128 || row.ra_off > 127 || row.rbp_off < INT16_MIN || row.rbp_off > INT16_MAX)
-        return row.is_end ? (rule_t){.flags = RULE_END} : bad;
+        return row.is_end ? (rule_t){.mode = RULE_MODE(RULE_END, 0, 0)} : bad;
     if (row.is_end)
-        return (rule_t){.flags = RULE_END};
+        return (rule_t){.mode = RULE_MODE(RULE_END, 0, 0)};
     return (rule_t){.cfa_off = (int32_t)row.cfa_off, .rbp_off = (int16_t)row.rbp_off,
-                    .ra_off = (int8_t)row.ra_off, .cfa_kind = (uint8_t)row.cfa_kind,
-                    .rbp_kind = (uint8_t)row.rbp_kind, .flags = RULE_VALID};
-}
-
-static inline rule_t rule_for(cache_entry_t* cache, uintptr_t ip) {
-    if (hl_unlikely(!cache))
-        return compute_rule(ip);
-    cache_entry_t* e = &cache[((ip >> 2) ^ (ip >> 13)) & (HL_RULE_CACHE - 1)];
-    if (hl_likely(e->ip == ip))
-        return e->rule;
-    rule_t r = compute_rule(ip);
-    e->ip = ip;
-    e->rule = r;
-    return r;
+                    .ra_off = (int8_t)row.ra_off,
+                    .mode = RULE_MODE(RULE_VALID, row.rbp_kind, row.cfa_kind)};
 }
 
 // The last stack this thread took, with where each return address was read. Consecutive
@@ -442,60 +437,80 @@ static inline int tail_still_valid(const last_stack_t* last, int j) {
 // their rest is copied instead of walked: a recursion or a loop calling different functions
 // from one place re-walks only what changed. Returns the frame count, or -1 when a frame needs
 // the general unwinder.
+static HL_NOINLINE HL_COLD rule_t rule_miss(cache_entry_t* e, uintptr_t ip) {
+    rule_t r = compute_rule(ip);
+    e->ip = ip;
+    e->rule = r;
+    return r;
+}
+
 static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
                 const last_stack_t* last, int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
+    // Locals, so the stores into out's arrays do not make the compiler reload the fields of
+    // last on every frame (the two could alias as far as it knows).
+    uintptr_t* restrict out_ips = out->ips;
+    uintptr_t* restrict out_sps = out->sps;
+    uintptr_t* restrict out_slots = out->slots;
+    const uintptr_t* last_sps = last ? last->sps : NULL;
+    const uintptr_t* last_ips = last ? last->ips : NULL;
+    const int last_n = last ? last->n : 0;
     uintptr_t sp0 = sp;
     int n = 0, j = 0;
     out->is_complete = 0;
     out->reused_at = -1;
     while (n < max) {
-        if (last) {
-            while (j < last->n && last->sps[j] < sp)
-                j++;
-        }
-        if (last && j < last->n && last->sps[j] == sp && last->ips[j] == ip &&
-            (last->is_complete || n + (last->n - j) >= max) && tail_still_valid(last, j)) {
-            int take = last->n - j < max - n ? last->n - j : max - n;
-            memcpy(&out->ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out->slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out->sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
+        while (j < last_n && last_sps[j] < sp)
+            j++;
+        if (j < last_n && last_sps[j] == sp && last_ips[j] == ip &&
+            (last->is_complete || n + (last_n - j) >= max) && tail_still_valid(last, j)) {
+            int take = last_n - j < max - n ? last_n - j : max - n;
+            memcpy(&out_ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out_slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out_sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
             memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
-            out->is_complete = last->is_complete && take == last->n - j;
-            out->reused_at = take == last->n - j ? n : -1; // the whole tail, or no use
+            out->is_complete = last->is_complete && take == last_n - j;
+            out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
             out->reused_from = j;
             return n + take;
         }
-        out->ips[n] = ip;
-        out->sps[n] = sp;
+        out_ips[n] = ip;
+        out_sps[n] = sp;
         n++;
-        rule_t r = rule_for(cache, ip);
-        if (r.flags & RULE_END) {
-            out->is_complete = 1;
-            break;
+        rule_t r;
+        if (hl_likely(cache != NULL)) {
+            cache_entry_t* e = &cache[((ip >> 2) ^ (ip >> 13)) & (HL_RULE_CACHE - 1)];
+            r = hl_likely(e->ip == ip) ? e->rule : rule_miss(e, ip);
+        } else {
+            r = compute_rule(ip);
         }
-        if (!(r.flags & RULE_VALID))
-            return -1;
         uintptr_t cfa;
-        if (r.cfa_kind == CFA_RSP)
+        if (hl_likely((r.mode & 0xf3) == RULE_MODE(RULE_VALID, 0, CFA_RSP))) {
             cfa = sp + r.cfa_off;
-        else if (r.cfa_kind == CFA_RBP)
+        } else if (RULE_FLAGS(r) != RULE_VALID) {
+            if (RULE_FLAGS(r) & RULE_END) {
+                out->is_complete = 1;
+                break;
+            }
+            return -1;
+        } else if (RULE_CFA(r) == CFA_RBP) {
             cfa = rbp + r.cfa_off;
-        else
+        } else {
             cfa = *(uintptr_t*)(rbp + r.cfa_off);
+        }
         // The stack only grows one way; anything else means the rules do not fit this frame.
-        if (cfa <= sp || cfa - sp0 > (64u << 20) || (cfa & 7))
+        if (hl_unlikely(cfa <= sp || cfa - sp0 > (64u << 20) || (cfa & 7)))
             return -1;
         uintptr_t slot = cfa + r.ra_off;
         uintptr_t next_ip = *(uintptr_t*)slot;
-        out->slots[n - 1] = slot;
-        if (r.rbp_kind == RBP_AT_CFA)
+        out_slots[n - 1] = slot;
+        if (RULE_RBP(r) == RBP_AT_CFA)
             rbp = *(uintptr_t*)(cfa + r.rbp_off);
-        else if (r.rbp_kind == RBP_AT_RBP)
+        else if (RULE_RBP(r) == RBP_AT_RBP)
             rbp = *(uintptr_t*)(rbp + r.rbp_off);
         sp = cfa;
         ip = next_ip;
-        if (ip < 4096) {
+        if (hl_unlikely(ip < 4096)) {
             out->is_complete = 1;
             break;
         }
