@@ -274,9 +274,12 @@ static slot_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
     }
 }
 
-int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
-    if (hl_unlikely(addr >> HL_ADDR_BITS) || hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
-        int state = odd_take(addr, out, 1, release_stack);
+// Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
+// (release_stack kept as the place it was freed).
+static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
+    if (hl_unlikely(addr >> HL_ADDR_BITS) ||
+        hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
+        int state = odd_take(addr, out, release, release_stack);
         if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
             return state;
     }
@@ -287,7 +290,7 @@ int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
     int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
     if (slot) {
         unpack(slot, out);
-        if (state == HL_BLOCK_LIVE) {
+        if (release && state == HL_BLOCK_LIVE) {
             slot_set_state(slot, HL_BLOCK_FREED);
             slot->w2 = (slot->w2 & ~0xffffffffull) | release_stack;
             s->live--;
@@ -297,22 +300,11 @@ int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
     return state;
 }
 
-int live_lookup(uintptr_t addr, hl_block_t* out) {
-    if (hl_unlikely(addr >> HL_ADDR_BITS) || hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
-        int state = odd_take(addr, out, 0, 0);
-        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
-            return state;
-    }
-    uint64_t h = addr_hash(addr);
-    shard_t* s = shard_of(h);
-    shard_lock(s);
-    slot_t* slot = find(s, h, addr);
-    int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
-    if (slot)
-        unpack(slot, out);
-    shard_unlock(s);
-    return state;
+int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
+    return take(addr, out, 1, release_stack);
 }
+
+int live_lookup(uintptr_t addr, hl_block_t* out) { return take(addr, out, 0, 0); }
 
 void live_lock_all(void) {
     for (int i = 0; i < HL_SHARDS; i++)

@@ -372,19 +372,23 @@ void writer_flush_if_large_locked(void) {
         flush_chunk();
 }
 
+// An empty chunk. Deltas restart per chunk, so each chunk decodes on its own after a damaged one.
+static void chunk_restart(void) {
+    enc.len = 0;
+    chunk_fed = 0;
+    enc.last_time = 0;
+    enc.last_addr = 0;
+    enc.last_ip = 0;
+    enc.last_stack = 0;
+}
+
 static void flush_chunk(void) {
     if (enc.len == 0 && chunk_fed == 0)
         return;
     if (enc.len)
         sink_feed(enc.buf, enc.len);
     sink_end_chunk();
-    enc.len = 0;
-    chunk_fed = 0;
-    // Deltas restart per chunk, so each chunk decodes on its own after a damaged one.
-    enc.last_time = 0;
-    enc.last_addr = 0;
-    enc.last_ip = 0;
-    enc.last_stack = 0;
+    chunk_restart();
     last_flush_ns = clock_mono_ns();
 }
 
@@ -605,12 +609,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, 0);
-    enc.len = 0;
-    chunk_fed = 0;
-    enc.last_time = 0;
-    enc.last_addr = 0;
-    enc.last_ip = 0;
-    enc.last_stack = 0;
+    chunk_restart();
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
     // The child's trace counts ALLOC records from zero, as its reader will.

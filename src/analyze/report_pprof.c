@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/hash.h"
 #include "aggregate.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -196,18 +197,11 @@ typedef struct prof_s {
     int oom;
 } prof_t;
 
-static uint64_t str_hash(const char* s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 // Index of s in the string table (0 is ""). Collisions probe onward by rehashing with a salt.
 static uint64_t intern(prof_t* p, const char* s) {
     if (!s || !*s)
         return 0;
-    uint64_t h = str_hash(s);
+    uint64_t h = hl_str_hash(s);
     for (int salt = 0; salt < 64; salt++) {
         int found;
         uint64_t* v = map_slot(&p->strs, mix(h + (uint64_t)salt), &found);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/hash.h"
 #include "../analyze/report_html.h"
 #include "../analyze/aggregate.h"
 #include "cli.h"
@@ -47,13 +48,6 @@ typedef struct dside_s {
     uint64_t leaked_bytes;
 } dside_t;
 
-static uint64_t fnv(const char* s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static dsite_t* dt_get(dtable_t* t, const char* key) {
     if (t->n * 2 >= t->nslots) {
         size_t ns = t->nslots ? t->nslots * 2 : 1024;
@@ -70,7 +64,7 @@ static dsite_t* dt_get(dtable_t* t, const char* key) {
         t->slots = fresh;
         t->nslots = ns;
     }
-    uint64_t h = fnv(key);
+    uint64_t h = hl_str_hash(key);
     size_t j = h & (t->nslots - 1);
     for (; t->slots[j]; j = (j + 1) & (t->nslots - 1)) {
         dsite_t* s = &t->v[t->slots[j] - 1];
