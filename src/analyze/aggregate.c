@@ -584,10 +584,8 @@ static int compile_filter(regex_t* rx, const char* re, char* err, size_t errlen)
 static void finish_leaks(pass_t* p) {
     aggregate_t* a = p->a;
     model_t* m = p->m;
-    for (size_t i = 0; i < m->blocks_cap; i++) {
-        const md_block_t* mb = &m->blocks[i];
-        if (!mb->is_used)
-            continue;
+    const md_block_t* mb;
+    for (md_iter_t it = {0}; (mb = md_next(m, &it));) {
         blk_t* b = blk_find(p, mb->key);
         if (b && mb->kind < HL_NKINDS)
             b->kind = mb->kind;

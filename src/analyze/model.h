@@ -62,6 +62,21 @@ typedef struct md_block_s {
     uint8_t is_used;
 } md_block_t;
 
+// One thread's latest blocks: the block with seq s is ring[s & (cap - 1)] while
+// base <= s < base + cap; sliding on evicts older live blocks into the table.
+typedef struct md_window_s {
+    uint64_t base;
+    size_t cap; // a power of two; 0 until the thread's first block
+    md_block_t* ring;
+} md_window_t;
+
+// Every live block of a model, in no order: for (md_iter_t it = {0}; (b = md_next(m, &it));)
+typedef struct md_iter_s {
+    size_t window, i;
+} md_iter_t;
+struct model_s;
+md_block_t* md_next(const struct model_s* m, md_iter_t* it);
+
 // An indirectly lost block and the definitely lost one it is reached through.
 typedef struct md_leader_s {
     uint64_t key, leader_key;
@@ -115,9 +130,13 @@ typedef struct model_s {
     uint32_t* thread_tids;
     size_t nthreads;
     uint64_t threads_seen; // threads that allocated or released anything
-    // live blocks, by id
-    md_block_t* blocks;
-    size_t blocks_cap, blocks_used;
+    // live blocks, by id: a window of recent ids per thread (most blocks are freed soon after
+    // they are made), older ones in an open-addressing table
+    md_window_t* windows; // by thread index
+    size_t nwindows;
+    md_block_t* blocks;   // the older ones
+    size_t blocks_cap, blocks_in_table;
+    size_t blocks_used;   // all live blocks
     size_t blocks_most; // the most blocks alive at once (a second pass sizes its table by it)
     md_leader_t* leaders; // from the scan's verdicts
     size_t nleaders, leaders_cap;

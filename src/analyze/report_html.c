@@ -84,10 +84,8 @@ static void json_address_map(FILE* out, const model_t* m, const aggregate_t* a) 
                 (unsigned long long)a->peak_map[i][0], (unsigned long long)a->peak_map[i][1]);
     fputs("], \"exit\": [", out);
     size_t n = 0;
-    for (size_t i = 0; i < m->blocks_cap && n < HTML_MAX_BLOCKS; i++) {
-        const md_block_t* b = &m->blocks[i];
-        if (!b->is_used)
-            continue;
+    const md_block_t* b;
+    for (md_iter_t it = {0}; n < HTML_MAX_BLOCKS && (b = md_next(m, &it));) {
         const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
         fprintf(out, "%s[%llu, %llu, \"%s\"]", n ? ", " : "", (unsigned long long)b->addr,
                 (unsigned long long)b->size, state);

@@ -361,6 +361,61 @@ TEST(crc32_and_stored_gzip) {
     free(data);
 }
 
+// A block that lives across more than the model's per-thread window of ids (65536 blocks of
+// its thread) is moved out of the window and must still be found when it is freed, by both
+// passes; an inherited block, older than any window, too.
+TEST(long_lived_blocks_leave_the_window) {
+    buf_t* r = calloc(1, sizeof *r);
+    ASSERT_TRUE(r != NULL);
+    tag(r, REC_INFO);
+    u(r, 42), u(r, 1), u(r, 0), u(r, 32), u(r, 8), u(r, HL_INFO_FROM_START);
+    str(r, "/bin/prog");
+    str(r, "prog");
+    u(r, 0);
+    stack_rec(r, ST_A, 0, 0x1000);
+    stack_rec(r, ST_B, 0, 0x2000);
+    tag(r, REC_INHERIT); // (3, 7): 30 bytes from the parent
+    u(r, 3), u(r, 7), u(r, 0x900000), u(r, 30), u(r, ST_B), u(r, HL_FN_MALLOC);
+    int64_t t = 1;
+    alloc_rec(r, 1, t++, 111, ST_A); // (1, 1)
+    for (int i = 0; i < 100000; i++) {
+        alloc_rec(r, 1, t++, 1, ST_B);
+        free_rec(r, 1, t++, 1, r->nallocs[1]);
+    }
+    free_rec(r, 1, t++, 1, 1);
+    free_rec(r, 1, t++, 3, 7);
+    alloc_rec(r, 1, t++, 50, ST_A);
+    tag(r, REC_END);
+    dt(r, t), u(r, HL_END_EXIT), u(r, 0);
+    size_t cap = 4u << 20;
+    uint8_t* file = malloc(cap);
+    ASSERT_TRUE(file != NULL);
+    write_file(file, trace_file(file, cap, r));
+    free(file);
+    free(r);
+
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_EQ_U(m.allocations, 100002);
+    EXPECT_EQ_U(m.frees, 100002);
+    EXPECT_EQ_U(m.heap_bytes, 50);
+    EXPECT_EQ_U(m.heap_blocks, 1);
+    EXPECT_EQ_U(m.peak_bytes, 30 + 111 + 1);
+    EXPECT_EQ_U(m.blocks_used, 1);
+    report_ctx_t* c = report_ctx_new(&m, NULL);
+    aggregate_t a;
+    memset(&a, 0, sizeof a);
+    ag_opts_t o = {0};
+    char err[256];
+    ASSERT_TRUE(aggregate_build(&a, c, tmp_path, &o, err, sizeof err) == 0);
+    EXPECT_EQ_U(a.peak_bytes, 30 + 111 + 1);
+    EXPECT_EQ_U((*site(&a, ST_A)).leaked_bytes, 50);
+    EXPECT_EQ_U((*site(&a, ST_B)).leaked_bytes, 0);
+    aggregate_free(&a);
+    report_ctx_free(c);
+    model_free(&m);
+}
+
 TEST(parse_times) {
     int64_t t = 0;
     EXPECT_EQ_I(ag_parse_time("1500", &t), 0);
@@ -386,6 +441,7 @@ int main(void) {
     RUN_TEST(truncated_traces_do_not_crash);
     RUN_TEST(crc32_and_stored_gzip);
     RUN_TEST(parse_times);
+    RUN_TEST(long_lived_blocks_leave_the_window);
     unlink(tmp_path);
     return TEST_SUMMARY();
 }

@@ -15,7 +15,7 @@
 #include "../../src/common/varint.h"
 
 typedef struct buf_s {
-    uint8_t data[1 << 16];
+    uint8_t data[2 << 20]; // heap-allocate: calloc(1, sizeof(buf_t))
     size_t len;
     int64_t last_t;               // for delta-coded times
     uint64_t last_addr;           // ALLOC/FREE addresses are deltas against the last ALLOC's
