@@ -122,7 +122,7 @@ static int hist_bucket(uint64_t size) {
 // ---------------------------------------------------------------------------------------------
 // The pass
 // ---------------------------------------------------------------------------------------------
-enum { BLK_USED = 1, BLK_IN_WINDOW = 2, BLK_KEPT = 4 };
+enum { BLK_IN_WINDOW = 2, BLK_KEPT = 4 };
 
 typedef struct blk_s {
     uint64_t key;
@@ -144,8 +144,7 @@ typedef struct pass_s {
     report_ctx_t* ctx;
     regex_t* filter;    // --filter, compiled; NULL: every site is kept
     ag_site_t spare;    // stands in for a site that could not be made (out of memory)
-    blk_t* blocks;
-    size_t cap, used;
+    bs_t blocks; // live blocks (blk_t), by id
     uint64_t* seq; // ALLOC count per thread index
     size_t nseq;
     early_t* early;
@@ -156,69 +155,7 @@ typedef struct pass_s {
     int failed;
 } pass_t;
 
-static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return (thread << 40) | seq; }
-static inline size_t slot_of(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
-
-static int blk_rehash(pass_t* p, size_t cap) {
-    blk_t* fresh = md_table_alloc(cap, sizeof *fresh);
-    if (!fresh)
-        return -ENOMEM;
-    for (size_t i = 0; i < p->cap; i++) {
-        if (!(p->blocks[i].flags & BLK_USED))
-            continue;
-        size_t j = slot_of(p->blocks[i].key, cap - 1);
-        while (fresh[j].flags & BLK_USED)
-            j = (j + 1) & (cap - 1);
-        fresh[j] = p->blocks[i];
-    }
-    md_table_free(p->blocks, p->cap, sizeof *p->blocks);
-    p->blocks = fresh;
-    p->cap = cap;
-    return 0;
-}
-
-static blk_t* blk_put(pass_t* p, uint64_t key) {
-    if ((p->used + 1) * 2 > p->cap && blk_rehash(p, p->cap ? p->cap * 2 : 1024) != 0)
-        return NULL;
-    size_t mask = p->cap - 1, i = slot_of(key, mask);
-    while (p->blocks[i].flags & BLK_USED) {
-        if (p->blocks[i].key == key)
-            return &p->blocks[i]; // a repeated id: the newer record wins
-        i = (i + 1) & mask;
-    }
-    p->used++;
-    p->blocks[i] = (blk_t){.key = key, .flags = BLK_USED};
-    return &p->blocks[i];
-}
-
-static blk_t* blk_find(pass_t* p, uint64_t key) {
-    if (!p->cap)
-        return NULL;
-    size_t mask = p->cap - 1, i = slot_of(key, mask);
-    while (p->blocks[i].flags & BLK_USED) {
-        if (p->blocks[i].key == key)
-            return &p->blocks[i];
-        i = (i + 1) & mask;
-    }
-    return NULL;
-}
-
-static void blk_del(pass_t* p, blk_t* b) {
-    size_t mask = p->cap - 1, i = (size_t)(b - p->blocks), j = i;
-    p->blocks[i].flags = 0;
-    p->used--;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!(p->blocks[j].flags & BLK_USED))
-            return;
-        size_t home = slot_of(p->blocks[j].key, mask);
-        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-            p->blocks[i] = p->blocks[j];
-            p->blocks[j].flags = 0;
-            i = j;
-        }
-    }
-}
+static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return bs_key(thread, seq); }
 
 static void* grow(void* ptr, size_t* cap, size_t need, size_t elem) {
     if (need <= *cap)
@@ -407,7 +344,7 @@ static void do_free(pass_t* p, blk_t* b, uint64_t thread, int64_t t) {
             }
         }
     }
-    blk_del(p, b);
+    bs_del(&p->blocks, b);
 }
 
 static int take_early(pass_t* p, uint64_t key, early_t* out) {
@@ -429,9 +366,9 @@ static void snapshot_peak(pass_t* p) {
     if (!a->peak_map)
         return;
     size_t n = 0;
-    for (size_t i = 0; i < p->cap && n <= p->blocks_live; i++) {
-        const blk_t* b = &p->blocks[i];
-        if ((b->flags & BLK_USED) && (b->flags & BLK_KEPT)) {
+    const blk_t* b;
+    for (bs_iter_t it = {0}; n <= p->blocks_live && (b = bs_next(&p->blocks, &it));) {
+        if (b->flags & BLK_KEPT) {
             a->peak_map[n][0] = b->addr;
             a->peak_map[n][1] = b->size;
             n++;
@@ -447,7 +384,7 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
     if (!sq)
         return;
     uint64_t key = key_of(thread, ++*sq);
-    blk_t* b = blk_put(p, key);
+    blk_t* b = bs_put(&p->blocks, key);
     if (!b) {
         p->failed = 1;
         return;
@@ -489,7 +426,7 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
 
 static void on_free(pass_t* p, const rd_record_t* r) {
     uint64_t key = key_of(r->u[1], r->u[2]);
-    blk_t* b = blk_find(p, key);
+    blk_t* b = bs_find(&p->blocks, key);
     if (b) {
         do_free(p, b, r->u[0], r->time_ns);
         return;
@@ -506,7 +443,7 @@ static void on_free(pass_t* p, const rd_record_t* r) {
 }
 
 static void on_inherit(pass_t* p, const rd_record_t* r) {
-    blk_t* b = blk_put(p, key_of(r->u[0], r->u[1]));
+    blk_t* b = bs_put(&p->blocks, key_of(r->u[0], r->u[1]));
     if (!b) {
         p->failed = 1;
         return;
@@ -585,15 +522,14 @@ static void finish_leaks(pass_t* p) {
     aggregate_t* a = p->a;
     model_t* m = p->m;
     const md_block_t* mb;
-    for (md_iter_t it = {0}; (mb = md_next(m, &it));) {
-        blk_t* b = blk_find(p, mb->key);
+    for (bs_iter_t it = {0}; (mb = bs_next(&m->blocks, &it));) {
+        blk_t* b = bs_find(&p->blocks, mb->key);
         if (b && mb->kind < HL_NKINDS)
             b->kind = mb->kind;
     }
-    for (size_t i = 0; i < p->cap; i++) {
-        const blk_t* b = &p->blocks[i];
-        if ((b->flags & (BLK_USED | BLK_IN_WINDOW | BLK_KEPT)) !=
-            (BLK_USED | BLK_IN_WINDOW | BLK_KEPT))
+    const blk_t* b;
+    for (bs_iter_t it = {0}; (b = bs_next(&p->blocks, &it));) {
+        if ((b->flags & (BLK_IN_WINDOW | BLK_KEPT)) != (BLK_IN_WINDOW | BLK_KEPT))
             continue;
         ag_site_t* s = site_of(p, b->stack);
         s->leaked_bytes += b->size;
@@ -646,11 +582,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 
     pass_t p = {.a = a, .m = m, .ctx = c, .filter = o->filter ? &rx : NULL, .cur = -1};
     rd_result_t res;
-    // The first pass knows the most blocks alive at once: the table is made that big at once.
-    size_t cap = 1024;
-    while (cap < m->blocks_most * 2 + 2)
-        cap *= 2;
-    blk_rehash(&p, cap); // else it grows as it goes
+    bs_init(&p.blocks, sizeof(blk_t));
     rc = rd_read_file(path, on_record, &p, &res);
     if (rc == 0 && p.failed)
         rc = -ENOMEM;
@@ -670,7 +602,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     }
     if (o->filter)
         regfree(&rx);
-    md_table_free(p.blocks, p.cap, sizeof *p.blocks);
+    bs_free(&p.blocks);
     free(p.seq);
     free(p.early);
     return rc;

@@ -5,9 +5,6 @@
 #define _GNU_SOURCE
 #include "model.h"
 
-#include <stdint.h>
-#include <sys/mman.h>
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,203 +69,11 @@ static void* grow(void* p, size_t* cap, size_t need, size_t elem) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The block table: open addressing by id.
+// Live blocks (blocks.h)
 // ---------------------------------------------------------------------------------------------
-static inline uint64_t block_key(uint64_t thread, uint64_t seq) { return (thread << 40) | seq; }
-static inline size_t key_slot(uint64_t k, size_t mask) { return md_block_slot(k, mask); }
-
-void* md_table_alloc(size_t n, size_t size) {
-    if (n > SIZE_MAX / size)
-        return NULL;
-    if (n * size < (1u << 20))
-        return calloc(n, size);
-    void* p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-void md_table_free(void* p, size_t n, size_t size) {
-    if (!p)
-        return;
-    if (n * size < (1u << 20))
-        free(p);
-    else
-        munmap(p, n * size);
-}
-
-static int blocks_rehash(model_t* m, size_t cap) {
-    md_block_t* fresh = md_table_alloc(cap, sizeof *fresh);
-    if (!fresh)
-        return -1;
-    for (size_t i = 0; i < m->blocks_cap; i++) {
-        md_block_t* b = &m->blocks[i];
-        if (!b->is_used)
-            continue;
-        size_t j = key_slot(b->key, cap - 1);
-        while (fresh[j].is_used)
-            j = (j + 1) & (cap - 1);
-        fresh[j] = *b;
-    }
-    md_table_free(m->blocks, m->blocks_cap, sizeof *m->blocks);
-    m->blocks = fresh;
-    m->blocks_cap = cap;
-    return 0;
-}
-
-static md_block_t* table_put(model_t* m, uint64_t key) {
-    if ((m->blocks_in_table + 1) * 2 > m->blocks_cap &&
-        blocks_rehash(m, m->blocks_cap ? m->blocks_cap * 2 : 1024) != 0)
-        return NULL;
-    size_t mask = m->blocks_cap - 1, i = key_slot(key, mask);
-    while (m->blocks[i].is_used)
-        i = (i + 1) & mask;
-    m->blocks_in_table++;
-    m->blocks[i].is_used = 1;
-    m->blocks[i].key = key;
-    return &m->blocks[i];
-}
-
-static md_block_t* table_find(model_t* m, uint64_t key) {
-    if (!m->blocks_cap)
-        return NULL;
-    size_t mask = m->blocks_cap - 1, i = key_slot(key, mask);
-    while (m->blocks[i].is_used) {
-        if (m->blocks[i].key == key)
-            return &m->blocks[i];
-        i = (i + 1) & mask;
-    }
-    return NULL;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The windows
-// ---------------------------------------------------------------------------------------------
-#define HL_WINDOW_FIRST 64
-#define HL_WINDOW_MAX (1u << 16)
-#define SEQ_MASK ((1ull << 40) - 1)
-
-static md_window_t* window_of(model_t* m, uint64_t thread, int create) {
-    if (thread >= m->nwindows) {
-        if (!create || thread > (1u << 24))
-            return NULL;
-        md_window_t* fresh = grow(m->windows, &m->nwindows, (size_t)thread + 1, sizeof *fresh);
-        if (!fresh)
-            return NULL;
-        m->windows = fresh;
-    }
-    return &m->windows[thread];
-}
-
-static int window_resize(md_window_t* w, size_t cap) {
-    md_block_t* fresh = calloc(cap, sizeof *fresh);
-    if (!fresh)
-        return -1;
-    for (size_t i = 0; i < w->cap; i++)
-        if (w->ring[i].is_used)
-            fresh[(w->ring[i].key & SEQ_MASK) & (cap - 1)] = w->ring[i];
-    free(w->ring);
-    w->ring = fresh;
-    w->cap = cap;
-    return 0;
-}
-
-// Makes room for seq at the top of w: the window doubles while it may, then slides, moving
-// the blocks it leaves behind (alive longer than HL_WINDOW_MAX allocations) to the table.
-static int window_reach(model_t* m, md_window_t* w, uint64_t seq) {
-    while (seq - w->base >= w->cap) {
-        if (w->cap < HL_WINDOW_MAX) {
-            if (window_resize(w, w->cap * 2) != 0)
-                return -1;
-            continue;
-        }
-        uint64_t new_base = seq - w->cap + 1;
-        uint64_t stop = new_base - w->base < w->cap ? new_base : w->base + w->cap;
-        for (uint64_t s2 = w->base; s2 < stop; s2++) {
-            md_block_t* e = &w->ring[s2 & (w->cap - 1)];
-            if (!e->is_used || (e->key & SEQ_MASK) != s2)
-                continue;
-            md_block_t* t = table_put(m, e->key);
-            if (!t)
-                return -1;
-            *t = *e;
-            e->is_used = 0;
-        }
-        w->base = new_base;
-    }
-    return 0;
-}
-
-static md_block_t* block_put(model_t* m, uint64_t key) {
-    uint64_t seq = key & SEQ_MASK;
-    md_window_t* w = window_of(m, key >> 40, 1);
-    md_block_t* b = NULL;
-    if (w && !w->cap && window_resize(w, HL_WINDOW_FIRST) == 0)
-        w->base = seq;
-    if (w && w->cap && seq >= w->base && window_reach(m, w, seq) == 0) {
-        b = &w->ring[seq & (w->cap - 1)];
-        if (b->is_used) // an id seen twice (a corrupt trace): the older one goes
-            m->blocks_used--;
-        memset(b, 0, sizeof *b);
-        b->is_used = 1;
-        b->key = key;
-    } else {
-        b = table_put(m, key); // older than its thread's window (an inherited block)
-    }
-    if (!b)
-        return NULL;
-    if (++m->blocks_used > m->blocks_most)
-        m->blocks_most = m->blocks_used;
-    return b;
-}
-
-static md_block_t* block_find(model_t* m, uint64_t key) {
-    uint64_t seq = key & SEQ_MASK;
-    md_window_t* w = window_of(m, key >> 40, 0);
-    if (w && w->cap && seq >= w->base && seq - w->base < w->cap) {
-        md_block_t* b = &w->ring[seq & (w->cap - 1)];
-        return b->is_used && b->key == key ? b : NULL;
-    }
-    return table_find(m, key);
-}
-
-md_block_t* md_next(const model_t* m, md_iter_t* it) {
-    for (; it->window < m->nwindows; it->window++, it->i = 0) {
-        md_window_t* w = &m->windows[it->window];
-        while (it->i < w->cap) {
-            md_block_t* b = &w->ring[it->i++];
-            if (b->is_used)
-                return b;
-        }
-    }
-    while (it->i < m->blocks_cap) {
-        md_block_t* b = &m->blocks[it->i++];
-        if (b->is_used)
-            return b;
-    }
-    return NULL;
-}
-
-// Backward-shift deletion keeps the table's probe chains intact without tombstones.
-static void block_del(model_t* m, md_block_t* b) {
-    m->blocks_used--;
-    if (!(b >= m->blocks && b < m->blocks + m->blocks_cap)) {
-        b->is_used = 0; // in its thread's window
-        return;
-    }
-    size_t mask = m->blocks_cap - 1, i = (size_t)(b - m->blocks), j = i;
-    m->blocks[i].is_used = 0;
-    m->blocks_in_table--;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!m->blocks[j].is_used)
-            return;
-        size_t home = key_slot(m->blocks[j].key, mask);
-        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-            m->blocks[i] = m->blocks[j];
-            m->blocks[j].is_used = 0;
-            i = j;
-        }
-    }
-}
+static inline uint64_t block_key(uint64_t thread, uint64_t seq) { return bs_key(thread, seq); }
+static md_block_t* block_put(model_t* m, uint64_t key) { return bs_put(&m->blocks, key); }
+static md_block_t* block_find(model_t* m, uint64_t key) { return bs_find(&m->blocks, key); }
 
 // ---------------------------------------------------------------------------------------------
 // Records
@@ -295,7 +100,7 @@ static void release(model_t* m, md_block_t* b) {
         s->live_blocks--;
         s->live_bytes -= b->size;
     }
-    block_del(m, b);
+    bs_del(&m->blocks, b);
 }
 
 static int take_early_free(model_t* m, uint64_t key) {
@@ -534,7 +339,7 @@ static int on_record(const rd_record_t* r, void* arg) {
         m->is_scanned = 1;
         m->scan_flags = r->u[0];
         md_block_t* b;
-        for (md_iter_t it = {0}; (b = md_next(m, &it));)
+        for (bs_iter_t it = {0}; (b = bs_next(&m->blocks, &it));)
             b->kind = HL_LEAK_DEFINITE; // until its verdict says otherwise
         break;
     case REC_VERDICT:
@@ -581,11 +386,16 @@ static int cmp_record(const void* a, const void* b) {
     return tx < ty ? 1 : tx > ty ? -1 : (x->stack > y->stack) - (x->stack < y->stack);
 }
 
+static inline size_t key_slot(uint64_t k, size_t mask) {
+    uint64_t h = k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 32)) & mask;
+}
+
 // A small index from (kind, stack) to record, rebuilt once, so grouping is linear.
 static void build_records(model_t* m) {
     size_t cap = 0;
     size_t idx_cap = 1;
-    while (idx_cap < m->blocks_used * 2 + 16)
+    while (idx_cap < m->blocks.used * 2 + 16)
         idx_cap *= 2;
     int64_t* idx = malloc(idx_cap * sizeof *idx);
     if (!idx)
@@ -593,7 +403,7 @@ static void build_records(model_t* m) {
     for (size_t i = 0; i < idx_cap; i++)
         idx[i] = -1;
     md_block_t* b;
-    for (md_iter_t it = {0}; (b = md_next(m, &it));) {
+    for (bs_iter_t it = {0}; (b = bs_next(&m->blocks, &it));) {
         int kind = b->kind;
         m->leaks[kind].bytes += b->size;
         m->leaks[kind].blocks++;
@@ -632,6 +442,7 @@ static void build_records(model_t* m) {
 
 int model_load(model_t* m, const char* path) {
     memset(m, 0, sizeof *m);
+    bs_init(&m->blocks, sizeof(md_block_t));
     int rc = rd_read_file(path, on_record, m, &m->read);
     if (rc != 0)
         return rc;
@@ -642,12 +453,7 @@ int model_load(model_t* m, const char* path) {
     }
     // Early frees whose allocation never came are dropped; they cannot be attributed.
     build_records(m);
-    // The table was sized for the peak; what is left is the blocks alive at the end.
-    size_t cap = 1024;
-    while (cap < m->blocks_in_table * 2 + 2)
-        cap *= 2;
-    if (cap < m->blocks_cap)
-        blocks_rehash(m, cap);
+    bs_shrink(&m->blocks); // sized for the peak; what is left is the blocks alive at the end
     return 0;
 }
 
@@ -663,10 +469,7 @@ void model_free(model_t* m) {
     free(m->stacks);
     free(m->thread_allocs);
     free(m->thread_tids);
-    md_table_free(m->blocks, m->blocks_cap, sizeof *m->blocks);
-    for (size_t i = 0; i < m->nwindows; i++)
-        free(m->windows[i].ring);
-    free(m->windows);
+    bs_free(&m->blocks);
     free(m->leaders);
     free(m->early_frees);
     free(m->errors);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/format.h"
+#include "blocks.h"
 #include "reader.h"
 
 #define HL_KIND_UNSCANNED HL_LEAK_COUNT // a leak kind for traces that never got their scan
@@ -38,44 +39,14 @@ typedef struct md_stack_s {
     uint64_t live_blocks, live_bytes;
 } md_stack_t;
 
-// Slot of block key (thread << 40 | seq) in an open-addressing table of mask + 1 slots. Blocks
-// are allocated in seq order and mostly freed near it, so runs of 64 consecutive seqs sit two
-// slots apart from a hashed point: reading a trace touches its tables in order instead of at
-// one random place (a cache miss) per record, and a run that is all live stays half empty.
-static inline size_t md_block_slot(uint64_t key, size_t mask) {
-    uint64_t h = (key >> 6) * 0x9E3779B97F4A7C15ull;
-    return (size_t)((h ^ (h >> 32)) + 2 * (key & 63)) & mask;
-}
-
-// Zeroed memory for a block table of n entries of `size` bytes, and its release. A big table is
-// its own mapping: its pages cost memory only once touched, and it goes back whole when freed.
-void* md_table_alloc(size_t n, size_t size);
-void md_table_free(void* p, size_t n, size_t size);
-
 typedef struct md_block_s {
-    uint64_t key; // thread << 40 | seq; 0 = empty
+    uint64_t key; // thread << 40 | seq (blocks.h); 0 = empty
     uint64_t addr;
     uint64_t size : 48;
     uint64_t fn : 8;
     uint64_t kind : 8; // HL_LEAK_* after the scan, HL_KIND_UNSCANNED before
     uint32_t stack;
-    uint8_t is_used;
 } md_block_t;
-
-// One thread's latest blocks: the block with seq s is ring[s & (cap - 1)] while
-// base <= s < base + cap; sliding on evicts older live blocks into the table.
-typedef struct md_window_s {
-    uint64_t base;
-    size_t cap; // a power of two; 0 until the thread's first block
-    md_block_t* ring;
-} md_window_t;
-
-// Every live block of a model, in no order: for (md_iter_t it = {0}; (b = md_next(m, &it));)
-typedef struct md_iter_s {
-    size_t window, i;
-} md_iter_t;
-struct model_s;
-md_block_t* md_next(const struct model_s* m, md_iter_t* it);
 
 // An indirectly lost block and the definitely lost one it is reached through.
 typedef struct md_leader_s {
@@ -130,14 +101,7 @@ typedef struct model_s {
     uint32_t* thread_tids;
     size_t nthreads;
     uint64_t threads_seen; // threads that allocated or released anything
-    // live blocks, by id: a window of recent ids per thread (most blocks are freed soon after
-    // they are made), older ones in an open-addressing table
-    md_window_t* windows; // by thread index
-    size_t nwindows;
-    md_block_t* blocks;   // the older ones
-    size_t blocks_cap, blocks_in_table;
-    size_t blocks_used;   // all live blocks
-    size_t blocks_most; // the most blocks alive at once (a second pass sizes its table by it)
+    bs_t blocks; // live blocks (md_block_t), by id
     md_leader_t* leaders; // from the scan's verdicts
     size_t nleaders, leaders_cap;
     uint64_t* early_frees; // FREE before its ALLOC (threads drained out of order)

@@ -85,7 +85,7 @@ static void json_address_map(FILE* out, const model_t* m, const aggregate_t* a) 
     fputs("], \"exit\": [", out);
     size_t n = 0;
     const md_block_t* b;
-    for (md_iter_t it = {0}; n < HTML_MAX_BLOCKS && (b = md_next(m, &it));) {
+    for (bs_iter_t it = {0}; n < HTML_MAX_BLOCKS && (b = bs_next(&m->blocks, &it));) {
         const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
         fprintf(out, "%s[%llu, %llu, \"%s\"]", n ? ", " : "", (unsigned long long)b->addr,
                 (unsigned long long)b->size, state);

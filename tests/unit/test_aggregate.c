@@ -401,7 +401,7 @@ TEST(long_lived_blocks_leave_the_window) {
     EXPECT_EQ_U(m.heap_bytes, 50);
     EXPECT_EQ_U(m.heap_blocks, 1);
     EXPECT_EQ_U(m.peak_bytes, 30 + 111 + 1);
-    EXPECT_EQ_U(m.blocks_used, 1);
+    EXPECT_EQ_U(m.blocks.used, 1);
     report_ctx_t* c = report_ctx_new(&m, NULL);
     aggregate_t a;
     memset(&a, 0, sizeof a);
