@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #define WINDOW_FIRST 64
-#define WINDOW_MAX (1u << 16)
+#define WINDOW_MAX (1u << 20)
 #define SEQ_MASK ((1ull << 40) - 1)
 
 static inline uint64_t key_at(const char* e) {
@@ -159,18 +159,21 @@ static int window_resize(const bs_t* s, bs_window_t* w, size_t cap) {
     return 0;
 }
 
-// Makes room for seq at the top of w: the window doubles while it may, then slides, moving the
-// blocks it leaves behind (alive across WINDOW_MAX allocations of their thread) to the table.
+// Makes room for seq at the top of w. A window at least a quarter alive, or one that has left
+// an eighth of its size in live blocks behind since it last grew, doubles (up to WINDOW_MAX);
+// else it slides, moving the blocks it leaves behind to the table: memory stays within a few
+// times the blocks alive across the window, and the table holds only the long-lived few.
 static int window_reach(bs_t* s, bs_window_t* w, uint64_t seq) {
     while (seq - w->base >= w->cap) {
-        if (w->cap < WINDOW_MAX) {
+        if ((w->live * 4 >= w->cap || w->moved * 8 >= w->cap) && w->cap < WINDOW_MAX) {
             if (window_resize(s, w, w->cap * 2) != 0)
                 return -1;
+            w->moved = 0;
             continue;
         }
         uint64_t new_base = seq - w->cap + 1;
         uint64_t stop = new_base - w->base < w->cap ? new_base : w->base + w->cap;
-        for (uint64_t q = w->base; q < stop; q++) {
+        for (uint64_t q = w->base; q < stop && w->live; q++) {
             char* e = w->ring + (q & (w->cap - 1)) * s->esize;
             uint64_t k = key_at(e);
             if (!k || (k & SEQ_MASK) != q)
@@ -181,6 +184,8 @@ static int window_reach(bs_t* s, bs_window_t* w, uint64_t seq) {
                 return -1;
             memcpy(t, e, s->esize);
             memset(e, 0, s->esize);
+            w->live--;
+            w->moved++;
         }
         w->base = new_base;
     }
@@ -230,6 +235,8 @@ void* bs_put(bs_t* s, uint64_t key) {
     if (w && w->cap && seq >= w->base && window_reach(s, w, seq) == 0) {
         e = w->ring + (seq & (w->cap - 1)) * s->esize;
         existed = key_at(e) == key;
+        if (!existed)
+            w->live++;
     } else {
         e = table_slot(s, key, &existed); // older than its thread's window
     }
@@ -253,10 +260,14 @@ void* bs_find(const bs_t* s, uint64_t key) {
 void bs_del(bs_t* s, void* entry) {
     char* e = entry;
     s->used--;
-    if (s->table && e >= s->table && e < s->table + s->table_cap * s->esize)
+    if (s->table && e >= s->table && e < s->table + s->table_cap * s->esize) {
         table_del(s, e);
-    else
-        memset(e, 0, s->esize); // in its thread's window
+        return;
+    }
+    uint64_t thread = key_at(e) >> 40; // in its thread's window
+    if (thread < s->nwindows)
+        s->windows[thread].live--;
+    memset(e, 0, s->esize);
 }
 
 void* bs_next(const bs_t* s, bs_iter_t* it) {

@@ -5,8 +5,10 @@
 //
 // A program frees most blocks soon after making them, so each thread's latest ids live in a
 // window indexed by seq: no hashing, no probing, and a trace read in order walks it in order.
-// A block alive across more than a window's worth of its thread's allocations moves to an
-// open-addressing table, as does a block older than its thread's window (one inherited at fork).
+// The window grows while a quarter of it is alive or it keeps leaving live blocks behind; a
+// block it leaves behind (alive across that many of its thread's allocations) moves to an
+// open-addressing table, as does a block older than its thread's window (one inherited at
+// fork).
 #ifndef HL_BLOCKS_H
 #define HL_BLOCKS_H
 
@@ -16,6 +18,8 @@
 typedef struct bs_window_s {
     uint64_t base; // the block with seq s is ring[s & (cap - 1)] while base <= s < base + cap
     size_t cap;    // a power of two; 0 until the thread's first block
+    size_t live;   // blocks in the ring
+    size_t moved;  // blocks moved to the table since the ring last grew
     char* ring;
 } bs_window_t;
 
