@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #define WINDOW_FIRST 64
-#define WINDOW_MAX (1u << 20)
+#define WINDOW_MAX (1u << 24)
 #define SEQ_MASK ((1ull << 40) - 1)
 
 static inline uint64_t key_at(const char* e) {
@@ -160,7 +160,8 @@ static int window_resize(const bs_t* s, bs_window_t* w, size_t cap) {
 }
 
 // Makes room for seq at the top of w. A window at least a quarter alive, or one that has left
-// an eighth of its size in live blocks behind since it last grew, doubles (up to WINDOW_MAX);
+// an eighth of its size in live blocks behind since it last grew, doubles (up to WINDOW_MAX:
+// a program building a structure of millions of blocks keeps them all in one dense ring);
 // else it slides, moving the blocks it leaves behind to the table: memory stays within a few
 // times the blocks alive across the window, and the table holds only the long-lived few.
 static int window_reach(bs_t* s, bs_window_t* w, uint64_t seq) {
