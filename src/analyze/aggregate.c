@@ -157,27 +157,13 @@ typedef struct pass_s {
 
 static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return bs_key(thread, seq); }
 
-static void* grow(void* ptr, size_t* cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return ptr;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void* fresh = realloc(ptr, ncap * elem);
-    if (!fresh)
-        return NULL;
-    memset((char*)fresh + *cap * elem, 0, (ncap - *cap) * elem);
-    *cap = ncap;
-    return fresh;
-}
-
 static ag_thread_t* thread_at(pass_t* p, uint64_t index) {
     aggregate_t* a = p->a;
     if (index >= (1u << 24))
         return NULL;
     if (index >= a->nthreads) {
         size_t cap = a->nthreads;
-        ag_thread_t* fresh = grow(a->threads, &cap, index + 1, sizeof *fresh);
+        ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
         if (!fresh) {
             p->failed = 1;
             return NULL;
@@ -194,7 +180,7 @@ static uint64_t* seq_at(pass_t* p, uint64_t index) {
     if (index >= (1u << 24))
         return NULL;
     if (index >= p->nseq) {
-        uint64_t* fresh = grow(p->seq, &p->nseq, index + 1, sizeof *fresh);
+        uint64_t* fresh = md_grow(p->seq, &p->nseq, index + 1, sizeof *fresh);
         if (!fresh) {
             p->failed = 1;
             return NULL;
@@ -433,7 +419,7 @@ static void on_free(pass_t* p, const rd_record_t* r) {
     }
     if (p->nearly >= (1u << 20))
         return; // a damaged trace, not threads drained out of order: stop remembering
-    early_t* fresh = grow(p->early, &p->early_cap, p->nearly + 1, sizeof *fresh);
+    early_t* fresh = md_grow(p->early, &p->early_cap, p->nearly + 1, sizeof *fresh);
     if (!fresh) {
         p->failed = 1;
         return;

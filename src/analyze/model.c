@@ -54,7 +54,7 @@ static char* dup_str(rd_str_t s) {
     return p;
 }
 
-static void* grow(void* p, size_t* cap, size_t need, size_t elem) {
+void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
     if (need <= *cap)
         return p;
     size_t ncap = *cap ? *cap : 16;
@@ -136,12 +136,12 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
     uint64_t thread = r->u[0];
     if (thread >= m->nthreads) {
         size_t cap = m->nthreads;
-        uint64_t* fresh = grow(m->thread_allocs, &cap, thread + 1, sizeof(uint64_t));
+        uint64_t* fresh = md_grow(m->thread_allocs, &cap, thread + 1, sizeof(uint64_t));
         if (!fresh)
             return;
         m->thread_allocs = fresh;
         cap = m->nthreads;
-        uint32_t* tids = grow(m->thread_tids, &cap, thread + 1, sizeof(uint32_t));
+        uint32_t* tids = md_grow(m->thread_tids, &cap, thread + 1, sizeof(uint32_t));
         if (!tids)
             return;
         m->thread_tids = tids;
@@ -173,7 +173,7 @@ static void on_free(model_t* m, const rd_record_t* r) {
         release(m, b);
         return;
     }
-    uint64_t* fresh = grow(m->early_frees, &m->early_cap, m->nearly + 1, sizeof(uint64_t));
+    uint64_t* fresh = md_grow(m->early_frees, &m->early_cap, m->nearly + 1, sizeof(uint64_t));
     if (fresh) {
         m->early_frees = fresh;
         m->early_frees[m->nearly++] = key;
@@ -181,7 +181,7 @@ static void on_free(model_t* m, const rd_record_t* r) {
 }
 
 static void on_module(model_t* m, const rd_record_t* r) {
-    md_module_t* mods = grow(m->mods, &m->mods_cap, m->nmods + 1, sizeof *mods);
+    md_module_t* mods = md_grow(m->mods, &m->mods_cap, m->nmods + 1, sizeof *mods);
     if (!mods)
         return;
     m->mods = mods;
@@ -210,7 +210,7 @@ static void on_stack(model_t* m, const rd_record_t* r) {
         return; // a parent always has a smaller id: anything else is damage
     if (id >= m->nstacks) {
         size_t cap = m->nstacks;
-        md_stack_t* fresh = grow(m->stacks, &cap, id + 1, sizeof *fresh);
+        md_stack_t* fresh = md_grow(m->stacks, &cap, id + 1, sizeof *fresh);
         if (!fresh)
             return;
         m->stacks = fresh;
@@ -241,7 +241,7 @@ const md_stack_t* model_stack(model_t* m, uint32_t id) {
 }
 
 static void on_error(model_t* m, const rd_record_t* r) {
-    md_error_t* fresh = grow(m->errors, &m->errors_cap, m->nerrors + 1, sizeof *fresh);
+    md_error_t* fresh = md_grow(m->errors, &m->errors_cap, m->nerrors + 1, sizeof *fresh);
     if (!fresh)
         return;
     m->errors = fresh;
@@ -265,7 +265,7 @@ static void on_verdict(model_t* m, const rd_record_t* r) {
     b->kind = (uint8_t)r->u[2];
     if (b->kind == HL_LEAK_INDIRECT && (r->u[3] || r->u[4])) {
         // Its bytes are credited to the leader's record when records are built.
-        md_leader_t* fresh = grow(m->leaders, &m->leaders_cap, m->nleaders + 1, sizeof *fresh);
+        md_leader_t* fresh = md_grow(m->leaders, &m->leaders_cap, m->nleaders + 1, sizeof *fresh);
         if (fresh) {
             m->leaders = fresh;
             m->leaders[m->nleaders++] = (md_leader_t){b->key, block_key(r->u[3], r->u[4])};
@@ -367,7 +367,7 @@ static int on_record(const rd_record_t* r, void* arg) {
 // Leak records: live blocks grouped by (kind, stack).
 // ---------------------------------------------------------------------------------------------
 static md_leak_record_t* record_new(model_t* m, int kind, uint32_t stack, size_t* cap) {
-    md_leak_record_t* fresh = grow(m->records, cap, m->nrecords + 1, sizeof *fresh);
+    md_leak_record_t* fresh = md_grow(m->records, cap, m->nrecords + 1, sizeof *fresh);
     if (!fresh)
         return NULL;
     m->records = fresh;

@@ -48,6 +48,10 @@ typedef struct md_block_s {
     uint32_t stack;
 } md_block_t;
 
+// An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new
+// ones zeroed). Returns the array (p if it was big enough), or NULL when memory runs out.
+void* md_grow(void* p, size_t* cap, size_t need, size_t elem);
+
 // An indirectly lost block and the definitely lost one it is reached through.
 typedef struct md_leader_s {
     uint64_t key, leader_key;

@@ -22,14 +22,10 @@ typedef struct ftree_s {
 } ftree_t;
 
 static int fnode_new(ftree_t* t, const char* name, int depth) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        fnode_t* fresh = realloc(t->v, cap * sizeof *fresh);
-        if (!fresh)
-            return -1;
-        t->v = fresh;
-        t->cap = cap;
-    }
+    fnode_t* fresh = md_grow(t->v, &t->cap, t->n + 1, sizeof *fresh);
+    if (!fresh)
+        return -1;
+    t->v = fresh;
     char* dup = strdup(name);
     if (!dup)
         return -1;

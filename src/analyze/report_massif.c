@@ -31,14 +31,10 @@ static int mnode_child(mtree_t* t, int parent, uint64_t ip, const report_frame_t
             return c;
         last = c;
     }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        mnode_t* fresh = realloc(t->v, cap * sizeof *fresh);
-        if (!fresh)
-            return -1;
-        t->v = fresh;
-        t->cap = cap;
-    }
+    mnode_t* fresh = md_grow(t->v, &t->cap, t->n + 1, sizeof *fresh);
+    if (!fresh)
+        return -1;
+    t->v = fresh;
     int c = (int)t->n++;
     t->v[c] = (mnode_t){.ip = ip, .frame = frame, .first_child = -1, .next_sibling = -1};
     if (parent >= 0) {
