@@ -9,14 +9,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../common/clock.h"
 #include "../common/varint.h"
-#include <sys/single_threaded.h>
-
 #include "agent.h"
 #include "encode.h"
 
@@ -447,6 +446,12 @@ static void* writer_main(void* arg) {
     }
     atomic_store(&writer_tid, 0);
     atomic_store(&writer_running, 0);
+    // Never return: a returning thread runs glibc's thread exit (freeing its DTV and its keys'
+    // values), which could take the lock-elided paths of writer_start while the program runs
+    // on (tracing stops early on a full disk). Parked, it costs nothing and ends with the process.
+    static _Atomic int never;
+    for (;;)
+        os_futex_wait(&never, 0, -1);
     return NULL;
 }
 

@@ -447,6 +447,32 @@ check "exit_sigkill (report)" "$D/re.json" "end['how'] == 'unknown'" "scanned ==
     "totals['allocations'] == 20" "ln('unscanned') == 20" "lb('unscanned') == 12000" "lb('definite') == 0"
 
 # ================================================================================================
+# A full disk: tracing stops with one line, the program runs on to its own end and exit status,
+# and what was written reads as a trace cut short. (A 64 KiB tmpfs in a private mount namespace.)
+# ================================================================================================
+D=$WORK/disk_full
+mkdir -p "$D"
+if unshare -rm true 2>/dev/null; then
+    unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1" && cd "$1" &&
+        timeout -k 5 "$2" "$3" run -o "$1/t.hl" -- "$4" >"$1.stdout" 2>"$1.stderr" </dev/null
+        echo $? >"$1.status"; cp "$1/t.hl" "$1.hl"' sh "$D" "$TIMEOUT" "$HL" "$PROGS/threads_churn"
+    st=$(cat "$D.status" 2>/dev/null)
+    [ "$st" = 0 ] && pass "disk_full: the program's exit status is kept" ||
+        fail "disk_full: the program's exit status is kept" "got ${st:-none}"
+    grep -q "threads_churn done" "$D.stdout" && pass "disk_full: the program ran to its end" ||
+        fail "disk_full: the program ran to its end" "$(head -c 200 "$D.stdout")"
+    n=$(grep -c "disk full" "$D.stderr")
+    [ "$n" = 1 ] && pass "disk_full: one line says the disk is full" ||
+        fail "disk_full: one line says the disk is full" "$n lines: $(head -c 300 "$D.stderr")"
+    (timeout -k 5 "$TIMEOUT" "$HL" report --summary "$D.hl" >"$D.report" 2>&1)
+    rst=$?
+    [ "$rst" = 0 ] && grep -q "SUMMARY of" "$D.report" && pass "disk_full: the trace written reads" ||
+        fail "disk_full: the trace written reads" "status $rst: $(head -c 300 "$D.report")"
+else
+    echo "SKIP disk_full: no private mount namespace here (unshare -rm)"
+fi
+
+# ================================================================================================
 # Heap errors: each reported, and the program carries on to a normal exit
 # ================================================================================================
 hl err_double_free -- err_double_free
