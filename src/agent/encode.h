@@ -1,17 +1,44 @@
 // SPDX-License-Identifier: MIT
 // encode.h - field encoders for trace records. Callers reserve room first: enc_reserve(e, n)
-// guarantees n more bytes (a varint takes at most HL_VARINT_MAX).
+// guarantees n more bytes (a varint takes at most HL_VARINT_MAX). The field encoders are inline:
+// the writer runs them a few times per event, millions of times a second.
 #ifndef HL_ENCODE_H
 #define HL_ENCODE_H
 
+#include "../common/varint.h"
 #include "agent.h"
 
-int enc_reserve(hl_enc_t* e, size_t more); // 0, or -1 when out of memory
-void enc_tag(hl_enc_t* e, int tag);
-void enc_u(hl_enc_t* e, uint64_t v);
-void enc_s(hl_enc_t* e, int64_t v);
+HL_COLD int enc_grow(hl_enc_t* e, size_t more); // 0, or -1 when out of memory
+
+static inline int enc_reserve(hl_enc_t* e, size_t more) {
+    return hl_likely(e->len + more <= e->cap) ? 0 : enc_grow(e, more);
+}
+
+static inline void enc_tag(hl_enc_t* e, int tag) { e->buf[e->len++] = (uint8_t)tag; }
+
+static inline void enc_u(hl_enc_t* e, uint64_t v) {
+    e->len = (size_t)(varint_put(e->buf + e->len, v) - e->buf);
+}
+
+static inline void enc_s(hl_enc_t* e, int64_t v) {
+    e->len = (size_t)(varint_put_signed(e->buf + e->len, v) - e->buf);
+}
+
 void enc_bytes(hl_enc_t* e, const void* p, size_t n);
-void enc_time(hl_enc_t* e, int64_t t); // dt against the previous timed record
-void enc_addr(hl_enc_t* e, uint64_t a); // delta against the previous ALLOC/FREE address
+
+// Times are written in microseconds: events a few hundred nanoseconds apart then share one
+// value, and their deltas (mostly 0) compress to almost nothing. dt against the previous timed
+// record.
+static inline void enc_time(hl_enc_t* e, int64_t t_ns) {
+    int64_t t = t_ns / 1000;
+    enc_s(e, t - e->last_time);
+    e->last_time = t;
+}
+
+// Delta against the previous ALLOC address.
+static inline void enc_addr(hl_enc_t* e, uint64_t a) {
+    enc_s(e, (int64_t)(a - e->last_addr));
+    e->last_addr = a;
+}
 
 #endif

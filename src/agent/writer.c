@@ -32,22 +32,24 @@ static int need_preamble = 1;
 static uint64_t* thread_allocs;   // ALLOC records written per thread index (FREE refers back)
 static size_t thread_allocs_cap;  // entries
 
-static uint64_t* allocs_of(uint32_t index) {
-    if (index >= thread_allocs_cap) {
-        size_t cap = thread_allocs_cap ? thread_allocs_cap : 1024;
-        while (cap <= index)
-            cap *= 2;
-        uint64_t* fresh = os_map(cap * sizeof *fresh);
-        if (!fresh)
-            return NULL;
-        if (thread_allocs) {
-            memcpy(fresh, thread_allocs, thread_allocs_cap * sizeof *fresh);
-            os_unmap(thread_allocs, thread_allocs_cap * sizeof *fresh);
-        }
-        thread_allocs = fresh;
-        thread_allocs_cap = cap;
+static HL_COLD uint64_t* allocs_grow(uint32_t index) {
+    size_t cap = thread_allocs_cap ? thread_allocs_cap : 1024;
+    while (cap <= index)
+        cap *= 2;
+    uint64_t* fresh = os_map(cap * sizeof *fresh);
+    if (!fresh)
+        return NULL;
+    if (thread_allocs) {
+        memcpy(fresh, thread_allocs, thread_allocs_cap * sizeof *fresh);
+        os_unmap(thread_allocs, thread_allocs_cap * sizeof *fresh);
     }
+    thread_allocs = fresh;
+    thread_allocs_cap = cap;
     return &thread_allocs[index];
+}
+
+static inline uint64_t* allocs_of(uint32_t index) {
+    return hl_likely(index < thread_allocs_cap) ? &thread_allocs[index] : allocs_grow(index);
 }
 static int is_fork_child;
 static uint64_t last_flush_ns, last_sample_ns;
