@@ -328,7 +328,6 @@ struct hl_enc_s {
 int sink_open(void);             // create the trace file and write its header
 int sink_feed(const uint8_t* raw, size_t len); // part of the open chunk
 int sink_end_chunk(void);                      // close the open chunk and write it
-int sink_write_chunk(const uint8_t* raw, size_t len); // a whole chunk
 void sink_close(void);
 int sink_is_open(void);
 int sink_has_failed(void);

@@ -276,14 +276,6 @@ int sink_end_chunk(void) {
     return 0;
 }
 
-int sink_write_chunk(const uint8_t* raw, size_t len) {
-    if (sink_fd < 0 && sink_open() != 0)
-        return -1;
-    if (sink_feed(raw, len) != 0)
-        return -1;
-    return sink_end_chunk();
-}
-
 void sink_close(void) {
     if (sink_fd >= 0)
         close(sink_fd);
