@@ -3,33 +3,54 @@
 // Change it only together with src/agent/encode.c and src/analyze/reader.c, and bump
 // HL_TRACE_VERSION: the golden traces in tests/data catch any drift.
 //
-// A trace is a 16-byte file header followed by independent chunks, so a trace cut short
-// (SIGKILL, full disk) stays readable up to its last complete chunk:
+// A trace is a 16-byte file header followed by chunks, so a trace cut short (SIGKILL, full
+// disk) stays readable up to its last complete chunk:
 //
 //   file header   +--------------------+----------------+----------------+
 //                 | "HLTRACE\0" (8 B)  | version u32 LE | flags u32 LE   |
 //                 +--------------------+----------------+----------------+
-//   chunk         +------------+-----------------+------------+--------------------------+
-//                 | "HLCK" u32 | stored_len u32  | raw_len u32| stored_len bytes:         |
-//                 |            |                 |            | zstd frame with checksum |
-//                 +------------+-----------------+------------+--------------------------+
+//   chunk         +------------+----------------+-------------+----------------+------------+
+//                 | "HLCK" u32 | stored_len u32 | raw_len u32 | checksum u32   | stored_len |
+//                 |            |                |             | of the raw     | bytes      |
+//                 |            |                |             | bytes (below)  |            |
+//                 +------------+----------------+-------------+----------------+------------+
+//
+// The chunks of one file are the consecutive flushed parts of ONE zstd stream (one frame, ended
+// when the trace is closed; a trace cut short has no frame end): each chunk decompresses to
+// exactly raw_len bytes with the same decompression context, given every chunk before it. This
+// is what lets zstd find a program's repeating patterns across chunks (a loop of 500 KiB of
+// records costs a few bytes the second time), and why a damaged chunk ends the readable trace.
+// The checksum is hl_checksum32 (src/common/checksum.h) of the chunk's decompressed bytes.
 //
 // A chunk's raw bytes are a sequence of records: one tag byte, then fields. Every integer is
 // a LEB128 varint (src/common/varint.h); "s" marks a zigzag-signed varint; a string is a
-// varint length and that many bytes. Times are microseconds since the agent started,
-// delta-coded against the previous timed record ("dt", signed). Addresses in ALLOC and FREE
-// are delta-coded against the previous ALLOC address ("s").
-#ifndef HL_FORMAT_H
-#define HL_FORMAT_H
-
-#include <stdint.h>
-
+// varint length and that many bytes. Records never straddle chunks.
+//
+// Time. Records marked "dt" carry their time: microseconds since the agent started,
+// delta-coded against the previous record of the chunk that carried one (0 at a chunk's start).
+// Heap events (ALLOC, FREE, MMAP, MUNMAP) carry none: they happened at the time of the last
+// timed record before them, to within HL_TIME_STEP_US (the writer puts a TIME record before an
+// event whenever the event is that much later than the last time written).
+//
+// Thread. Heap events belong to the current thread, set by SWITCH (the writer states it again
+// at the start of every chunk). Events of different threads are in time order across threads
+// to within HL_MERGE_SLACK_US: the writer takes a run of one thread's events while they are
+// no later than that past the other threads' next event, so concurrent threads do not
+// alternate record by record.
+//
+// Allocation sites. The k-th distinct (size, stack) pair named by an ALLOC or INHERIT record
+// of the trace is "site" k (k = 1, 2, ...; counted over the whole file, across chunks). A FREE
+// names the site of the block it releases: which block, or where it lay, is not recorded.
+// Everything the reports tell (levels, peak, per-stack live bytes, temporary allocations)
+// follows from sizes and stacks; leaks come with their addresses in VERDICT records.
 #define HL_TRACE_MAGIC "HLTRACE"   // 8 bytes with its NUL
-#define HL_TRACE_VERSION 2u
+#define HL_TRACE_VERSION 3u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
 #define HL_FILE_HEADER_SIZE 16
-#define HL_CHUNK_HEADER_SIZE 12
+#define HL_CHUNK_HEADER_SIZE 16
 #define HL_CHUNK_RAW_MAX (4u << 20)
+#define HL_TIME_STEP_US 2000u
+#define HL_MERGE_SLACK_US 20u
 
 // Record tags and their fields, in order.
 enum hl_record_tag {
@@ -47,29 +68,25 @@ enum hl_record_tag {
     // are delta-coded against the previous STACK record of the chunk. A parent always comes
     // before its children.
     REC_STACK = 5,
-    // thread, dt:s, addr:s, size, stack, fn(HL_FN_*). The block's id is (thread, n): n counts
-    // the ALLOC records of that thread so far, starting at 1.
-    REC_ALLOC = 6,
-    // thread, dt:s, owner_thread, back, fn(HL_FN_*): release of block (owner_thread, n - back)
-    // where n is the number of ALLOC records of owner_thread so far (back = 0: its latest)
-    REC_FREE = 7,
-    // thread, dt:s, addr, length, prot, flags, stack
+    // (6 and 7 were version 2's ALLOC and FREE)
+    // addr, length, prot, flags, stack (current thread and time)
     REC_MMAP = 8,
-    // thread, dt:s, addr, length
+    // addr, length (current thread and time)
     REC_MUNMAP = 9,
     // dt:s, heap_bytes, heap_blocks, mapped_bytes, rss_bytes
     REC_SAMPLE = 10,
     // kind(HL_ERR_*), thread, dt:s, call_stack, addr, fn(HL_FN_*),
     // has_block, [owner_thread, owner_seq, size, alloc_stack, alloc_fn, free_stack]
     REC_ERROR = 11,
-    // owner_thread, owner_seq, addr, size, stack, fn: a block alive when this trace began
-    // (inherited across fork, or allocated before attach)
+    // addr, size, stack, fn: a block alive when this trace began (inherited across fork, or
+    // allocated before attach). Names a site like ALLOC.
     REC_INHERIT = 12,
-    // dt:s, flags(HL_SCAN_*), live_blocks: a reachability scan begins; VERDICT records follow
+    // dt:s, flags(HL_SCAN_*), live_blocks: a reachability scan begins; VERDICT records follow,
+    // one per block live at the scan, in address order
     REC_SCAN = 13,
-    // owner_thread, owner_seq, kind(HL_LEAK_*), leader_thread, leader_seq
-    // (the leader is the definitely lost block through which an indirect one is reached;
-    // 0,0 for others)
+    // kind(HL_LEAK_*), addr:s (against the previous VERDICT's addr, 0 for the scan's first),
+    // size, stack, fn, leader: for an indirectly lost block, the address of the definitely
+    // lost block it is reached through (one of this scan's VERDICTs, maybe a later one); else 0
     REC_VERDICT = 14,
     // dt:s, how(HL_END_*), value (exit code or signal number)
     REC_END = 15,
@@ -77,7 +94,26 @@ enum hl_record_tag {
     REC_EXEC = 16,
     // thread, dt:s, name:string
     REC_THREAD_NAME = 17,
+    // dt:s: the time of the heap events that follow
+    REC_TIME = 18,
+    // thread: the thread of the heap events that follow
+    REC_SWITCH = 19,
+    // fn(HL_FN_*), temporary (0/1), size, stack: a FREE whose site the writer could not name
+    // (its ALLOC is not written yet: another thread's block, released in the same instant)
+    REC_FREE_EXPLICIT = 20,
+
+    // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
+    // size, stack: an allocation by the current thread
+    REC_ALLOC = 0x40,
+    // site: a release by the current thread
+    REC_FREE = 0x60,
+    // site: a release of the block its thread allocated last, by that thread, before it
+    // allocated anything else (a temporary allocation)
+    REC_FREE_TEMP = 0x80,
 };
+
+#define HL_REC_FN_MASK 31
+static inline int hl_rec_kind(int tag) { return tag >= REC_ALLOC && tag < REC_FREE_TEMP + 32 ? tag & ~HL_REC_FN_MASK : tag; }
 
 enum hl_info_flags {
     HL_INFO_FROM_START = 1, // loaded before main: every allocation is seen
