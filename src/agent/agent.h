@@ -22,7 +22,8 @@ typedef struct hl_enc_s hl_enc_t; // a chunk being encoded (encode.c)
 // ---------------------------------------------------------------------------------------------
 enum hl_event_kind {
     EV_ALLOC = 1,   // addr, size, aux = stack id, fn
-    EV_FREE,        // addr, size = owner seq, aux = owner thread, fn
+    EV_FREE,        // addr, size = the block's size, aux = its stack id, fn, extra = 1 when it
+                    // was its thread's latest allocation, freed by that thread (temporary)
     EV_MMAP,        // addr, size = length, aux = stack id, extra = prot | flags << 8 (low bits)
     EV_MUNMAP,      // addr, size = length
     EV_THREAD_NAME, // reserved
@@ -291,6 +292,11 @@ void guard_fill(void* p, size_t size);
 // ---------------------------------------------------------------------------------------------
 // writer.c: the background thread that drains rings and writes the trace.
 // ---------------------------------------------------------------------------------------------
+// sites.c: the writer's numbering of (size, stack) pairs, as format.h defines sites
+void sites_define(uint64_t size, uint32_t stack); // an ALLOC or INHERIT is being written
+uint32_t sites_number(uint64_t size, uint32_t stack); // 0: not numbered (write the FREE in full)
+void sites_reset(void);
+
 int writer_start(void);            // lazily, from the first slow path; 0 or -errno
 void writer_flush_sync(void);      // drain everything now, write it out (caller: any thread)
 void writer_modules_changed(void); // after dlopen/dlclose, on the program thread that made it
@@ -319,8 +325,10 @@ void writer_unlock(void);
 struct hl_enc_s {
     uint8_t* buf;
     size_t len, cap;
-    int64_t last_time;
-    uint64_t last_addr;
+    int64_t last_time;   // microseconds, of the chunk's last timed record
+    int64_t last_mark;   // nanoseconds, of the last TIME written (heap events are this old)
+    uint32_t cur_thread; // of the heap events: the last SWITCH (0: none yet in this chunk)
+    uint64_t last_verdict_addr;
     uint64_t last_ip;    // STACK records delta-code their address and id against the previous
     uint32_t last_stack; // one in the chunk
 };

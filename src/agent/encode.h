@@ -35,10 +35,5 @@ static inline void enc_time(hl_enc_t* e, int64_t t_ns) {
     e->last_time = t;
 }
 
-// Delta against the previous ALLOC address.
-static inline void enc_addr(hl_enc_t* e, uint64_t a) {
-    enc_s(e, (int64_t)(a - e->last_addr));
-    e->last_addr = a;
-}
 
 #endif

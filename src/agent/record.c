@@ -59,8 +59,11 @@ void record_internal_free(void* p) {
     live_remove((uintptr_t)p, &b, 0);
 }
 
+// A block freed by the thread that allocated it last, before it allocated anything else, is a
+// temporary allocation. The live table keeps 40 bits of seq.
 static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
-    push_event(t, EV_FREE, fn, b->addr, b->seq, b->thread, 0);
+    int is_temporary = b->thread == (t->index & 0xffffff) && b->seq == (t->alloc_seq & ((1ull << 40) - 1));
+    push_event(t, EV_FREE, fn, b->addr, b->size, b->stack, (uint16_t)is_temporary);
 }
 
 int record_free(hl_thread_t* t, void* p, int fn) {

@@ -170,8 +170,8 @@ static void resume_world(void) {
 typedef struct scan_blocks_s {
     uintptr_t* starts;
     size_t* sizes;
-    uint32_t* threads;
-    uint64_t* seqs;
+    uint32_t* stacks;
+    uint8_t* fns;
     uint8_t* internal;
     uint8_t* kind;
     size_t* leader;
@@ -193,8 +193,8 @@ static void collect_one(const hl_block_t* b, void* arg) {
     size_t i = c->n++;
     r->starts[i] = b->addr;
     r->sizes[i] = b->size;
-    r->threads[i] = b->thread;
-    r->seqs[i] = b->seq;
+    r->stacks[i] = b->stack;
+    r->fns[i] = (uint8_t)b->fn;
     r->internal[i] = (uint8_t)b->is_internal;
 }
 
@@ -444,11 +444,11 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     raw.cap = cap;
     raw.starts = os_map(cap * sizeof(uintptr_t));
     raw.sizes = os_map(cap * sizeof(size_t));
-    raw.threads = os_map(cap * sizeof(uint32_t));
-    raw.seqs = os_map(cap * sizeof(uint64_t));
+    raw.stacks = os_map(cap * sizeof(uint32_t));
+    raw.fns = os_map(cap);
     raw.internal = os_map(cap);
     collect_t col = {.raw = &raw};
-    if (!raw.starts || !raw.sizes || !raw.threads || !raw.seqs || !raw.internal)
+    if (!raw.starts || !raw.sizes || !raw.stacks || !raw.fns || !raw.internal)
         return -1;
     live_for_each(collect_one, &col);
     raw.n = col.n;
@@ -576,6 +576,7 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         enc_u(enc, (uint64_t)((all_stopped ? HL_SCAN_ALL_THREADS : 0) | HL_SCAN_AT_EXIT));
         enc_u(enc, (uint64_t)n);
     }
+    enc->last_verdict_addr = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t o = order[i];
         if (raw.internal[o])
@@ -584,18 +585,19 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         if (enc_reserve(enc, 64) != 0)
             break;
         enc_tag(enc, REC_VERDICT);
-        enc_u(enc, raw.threads[o]);
-        enc_u(enc, raw.seqs[o]);
         enc_u(enc, b.kind[i]);
+        enc_s(enc, (int64_t)(b.starts[i] - enc->last_verdict_addr));
+        enc->last_verdict_addr = b.starts[i];
+        enc_u(enc, b.sizes[i]);
+        enc_u(enc, raw.stacks[o]);
+        enc_u(enc, raw.fns[o]);
         if (b.kind[i] == HL_LEAK_INDIRECT && b.leader[i] != SIZE_MAX) {
             // Follow leaders that were themselves absorbed by a later clique.
             size_t l = b.leader[i];
             for (int hops = 0; b.kind[l] == HL_LEAK_INDIRECT && b.leader[l] != SIZE_MAX && hops < 64; hops++)
                 l = b.leader[l];
-            enc_u(enc, raw.threads[order[l]]);
-            enc_u(enc, raw.seqs[order[l]]);
+            enc_u(enc, b.starts[l]);
         } else {
-            enc_u(enc, 0);
             enc_u(enc, 0);
         }
     }
@@ -603,8 +605,8 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     os_unmap(maps, max_maps * sizeof(map_t));
     os_unmap(raw.starts, cap * sizeof(uintptr_t));
     os_unmap(raw.sizes, cap * sizeof(size_t));
-    os_unmap(raw.threads, cap * sizeof(uint32_t));
-    os_unmap(raw.seqs, cap * sizeof(uint64_t));
+    os_unmap(raw.stacks, cap * sizeof(uint32_t));
+    os_unmap(raw.fns, cap);
     os_unmap(raw.internal, cap);
     os_unmap(b.starts, cap * sizeof(uintptr_t));
     os_unmap(b.sizes, cap * sizeof(size_t));

@@ -24,33 +24,11 @@ static _Atomic int writer_wake;
 static _Atomic int writer_mutex;
 static _Atomic int writer_running;
 static _Atomic int writer_tid;
-static hl_enc_t enc;
+static hl_enc_t enc = {.last_mark = INT64_MIN / 2};
 static uint8_t* stack_emitted;   // bitmap by stack id
 static size_t stack_emitted_cap; // bytes
 static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static int need_preamble = 1;
-static uint64_t* thread_allocs;   // ALLOC records written per thread index (FREE refers back)
-static size_t thread_allocs_cap;  // entries
-
-static HL_COLD uint64_t* allocs_grow(uint32_t index) {
-    size_t cap = thread_allocs_cap ? thread_allocs_cap : 1024;
-    while (cap <= index)
-        cap *= 2;
-    uint64_t* fresh = os_map(cap * sizeof *fresh);
-    if (!fresh)
-        return NULL;
-    if (thread_allocs) {
-        memcpy(fresh, thread_allocs, thread_allocs_cap * sizeof *fresh);
-        os_unmap(thread_allocs, thread_allocs_cap * sizeof *fresh);
-    }
-    thread_allocs = fresh;
-    thread_allocs_cap = cap;
-    return &thread_allocs[index];
-}
-
-static inline uint64_t* allocs_of(uint32_t index) {
-    return hl_likely(index < thread_allocs_cap) ? &thread_allocs[index] : allocs_grow(index);
-}
 static int is_fork_child;
 static uint64_t last_flush_ns, last_sample_ns;
 
@@ -210,9 +188,8 @@ static void emit_inherited(const hl_block_t* b, void* arg) {
     writer_flush_if_large_locked();
     if (enc_reserve(&enc, 80) != 0)
         return;
+    sites_define(b->size, b->stack);
     enc_tag(&enc, REC_INHERIT);
-    enc_u(&enc, b->thread);
-    enc_u(&enc, b->seq);
     enc_u(&enc, b->addr);
     enc_u(&enc, b->size);
     enc_u(&enc, b->stack);
@@ -232,48 +209,57 @@ static void preamble(void) {
 
 // ---------------------------------------------------------------------------------------------
 // Draining: a k-way merge by timestamp over the rings, so the trace is in time order across
-// threads (each ring is already in order).
+// threads (each ring is already in order) to within HL_MERGE_SLACK_US.
 // ---------------------------------------------------------------------------------------------
 static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
-    ensure_thread(r->thread_index, r->tid);
+    if (hl_unlikely(enc.cur_thread != r->thread_index)) {
+        ensure_thread(r->thread_index, r->tid);
+        if (enc_reserve(&enc, 16) != 0)
+            return;
+        enc_tag(&enc, REC_SWITCH);
+        enc_u(&enc, r->thread_index);
+        enc.cur_thread = r->thread_index;
+    }
     if (enc_reserve(&enc, 96) != 0)
         return;
     int64_t t = ticks_to_ns(ev->ticks);
-    switch (ev->kind) {
-    case EV_ALLOC: {
-        uint64_t* count = allocs_of(r->thread_index);
-        if (count)
-            (*count)++;
-        ensure_stack(ev->aux);
-        enc_tag(&enc, REC_ALLOC);
-        enc_u(&enc, r->thread_index);
+    if (hl_unlikely(t - enc.last_mark >= (int64_t)HL_TIME_STEP_US * 1000)) {
+        enc_tag(&enc, REC_TIME);
         enc_time(&enc, t);
-        enc_addr(&enc, ev->addr);
+        enc.last_mark = t;
+    }
+    switch (ev->kind) {
+    case EV_ALLOC:
+        ensure_stack(ev->aux);
+        sites_define(ev->size, ev->aux);
+        enc_tag(&enc, REC_ALLOC | (ev->fn & HL_REC_FN_MASK));
         enc_u(&enc, ev->size);
         enc_u(&enc, ev->aux);
-        enc_u(&enc, ev->fn);
         break;
-    }
     case EV_FREE: {
-        // The owner's ALLOC is always written before (it happened before the free), so the
-        // count is at least its seq; inherited blocks (fork) are older than any count here.
-        uint64_t* count = allocs_of(ev->aux);
-        uint64_t n = count ? *count : 0;
-        enc_tag(&enc, REC_FREE);
-        enc_u(&enc, r->thread_index);
-        enc_time(&enc, t);
-        enc_u(&enc, ev->aux);
-        // The live table keeps 40 bits of a block's seq: the distance is taken modulo 2^40,
-        // exact for any block younger than 2^40 allocations of its owner.
-        enc_s(&enc, (int64_t)((n - ev->size) & ((1ull << 40) - 1)));
-        enc_u(&enc, ev->fn);
+        if (ev->extra) { // its site is the one of this thread's latest ALLOC
+            enc_tag(&enc, REC_FREE_TEMP | (ev->fn & HL_REC_FN_MASK));
+            break;
+        }
+        uint32_t site = sites_number(ev->size, ev->aux);
+        if (hl_likely(site)) {
+            enc_tag(&enc, REC_FREE | (ev->fn & HL_REC_FN_MASK));
+            enc_u(&enc, site);
+        } else {
+            // Its ALLOC is not written yet (another thread's block, released in the same
+            // instant and drained first) or the site table is full: the FREE says it all.
+            ensure_stack(ev->aux);
+            enc_tag(&enc, REC_FREE_EXPLICIT);
+            enc_u(&enc, ev->fn);
+            enc_u(&enc, 0);
+            enc_u(&enc, ev->size);
+            enc_u(&enc, ev->aux);
+        }
         break;
     }
     case EV_MMAP:
         ensure_stack(ev->aux);
         enc_tag(&enc, REC_MMAP);
-        enc_u(&enc, r->thread_index);
-        enc_time(&enc, t);
         enc_u(&enc, ev->addr);
         enc_u(&enc, ev->size);
         enc_u(&enc, ev->extra & 0xff);
@@ -282,8 +268,6 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
         break;
     case EV_MUNMAP:
         enc_tag(&enc, REC_MUNMAP);
-        enc_u(&enc, r->thread_index);
-        enc_time(&enc, t);
         enc_u(&enc, ev->addr);
         enc_u(&enc, ev->size);
         break;
@@ -292,9 +276,17 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
     }
 }
 
+static inline uint64_t head_ticks(const hl_ring_t* r, uint64_t pos) {
+    return r->events[pos & (HL_RING_EVENTS - 1)].ticks;
+}
+
 #define HL_MERGE_MAX 256
 static void drain_all(void) {
     preamble();
+    // Threads that run at the same time would alternate event by event: a run of one thread's
+    // events is taken while it is at most the slack past the others' next event, which keeps
+    // each thread's repeating patterns whole for the compressor.
+    uint64_t slack = (uint64_t)((double)HL_MERGE_SLACK_US * 1000.0 / ns_per_tick);
     for (;;) {
         hl_ring_t* rings[HL_MERGE_MAX];
         uint64_t pos[HL_MERGE_MAX], end[HL_MERGE_MAX];
@@ -324,25 +316,35 @@ static void drain_all(void) {
         if (k == 0)
             return;
         for (;;) {
-            int best = -1;
-            uint64_t best_t = 0;
+            int best = -1, others = 0;
+            uint64_t best_t = 0, next_t = 0; // the earliest head, and the earliest of the rest
             for (int i = 0; i < k; i++) {
                 if (pos[i] == end[i])
                     continue;
-                uint64_t t = rings[i]->events[pos[i] & (HL_RING_EVENTS - 1)].ticks;
+                uint64_t t = head_ticks(rings[i], pos[i]);
                 if (best < 0 || (int64_t)(t - best_t) < 0) {
+                    if (best >= 0) {
+                        next_t = best_t;
+                        others = 1;
+                    }
                     best = i;
                     best_t = t;
+                } else if (!others || (int64_t)(t - next_t) < 0) {
+                    next_t = t;
+                    others = 1;
                 }
             }
             if (best < 0)
                 break;
             hl_ring_t* r = rings[best];
-            encode_event(&r->events[pos[best] & (HL_RING_EVENTS - 1)], r);
-            writer_flush_if_large_locked();
-            pos[best]++;
-            if ((pos[best] & 255) == 0) // hand space back to a producer that may be waiting
-                atomic_store_explicit(&r->tail, pos[best], memory_order_release);
+            do {
+                encode_event(&r->events[pos[best] & (HL_RING_EVENTS - 1)], r);
+                writer_flush_if_large_locked();
+                pos[best]++;
+                if ((pos[best] & 255) == 0) // hand space back to a producer that may be waiting
+                    atomic_store_explicit(&r->tail, pos[best], memory_order_release);
+            } while (pos[best] != end[best] &&
+                     (!others || (int64_t)(head_ticks(r, pos[best]) - next_t - slack) <= 0));
         }
         for (int i = 0; i < k; i++)
             atomic_store_explicit(&rings[i]->tail, end[i], memory_order_release);
@@ -378,7 +380,8 @@ static void chunk_restart(void) {
     enc.len = 0;
     chunk_fed = 0;
     enc.last_time = 0;
-    enc.last_addr = 0;
+    enc.last_mark = INT64_MIN / 2; // the chunk's first heap event states its time
+    enc.cur_thread = 0;            // and its thread
     enc.last_ip = 0;
     enc.last_stack = 0;
 }
@@ -619,9 +622,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     chunk_restart();
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
-    // The child's trace counts ALLOC records from zero, as its reader will.
-    if (thread_allocs)
-        memset(thread_allocs, 0, thread_allocs_cap * sizeof *thread_allocs);
+    sites_reset(); // the child's trace numbers its sites from 1, as its reader will
     memset(thread_emitted, 0, sizeof thread_emitted);
     need_preamble = 1;
     is_fork_child = 1;

@@ -112,8 +112,9 @@ enum hl_record_tag {
     REC_ALLOC = 0x40,
     // site: a release by the current thread
     REC_FREE = 0x60,
-    // site: a release of the block its thread allocated last, by that thread, before it
-    // allocated anything else (a temporary allocation)
+    // (no fields): a release of the block the current thread allocated last, before it
+    // allocated anything else (a temporary allocation). Its site is that of the current
+    // thread's latest ALLOC: a loop of malloc/free pairs costs one byte per free.
     REC_FREE_TEMP = 0x80,
 };
 
