@@ -1,303 +1,135 @@
 // SPDX-License-Identifier: MIT
-// live.c - every live heap block by address: 256 shards of open-addressing tables, each behind
-// its own spinlock, so two threads rarely meet on one lock. A released block stays in its slot
-// marked FREED until the address is reused or the table is rebuilt: that is what tells a
-// double free from an invalid one at no extra cost.
+// live.c - every live heap block by address, in a direct map: one 24-byte slot (live_slot.h)
+// per 32 bytes of address space, in regions of 16 MiB made on first use and filled only where
+// the heap is. A block's slot is found by two shifts, with no hash, no probing, no rebuild and
+// no lock: the slot is claimed and released with one compare-and-swap, which also decides a
+// race between two frees of one block. Walking the heap in address order walks the slots in
+// the same order.
 //
-// A program may hold millions of blocks, and every malloc and free touches one slot, so a slot
-// is packed into 24 bytes (the table's size decides its cache misses and the pages it costs):
-//   w0: address (47 bits) | fn (5) | state (2) | guarded (1) | internal (1) | seq bits 32-39 (8)
-//   w1: requested size (40 bits) | owner thread index (24)
-//   w2: seq bits 0-31 (32) | allocation stack (32); once FREED, seq bits 0-31 hold the stack
-//       that released the block
-// The rare block that does not fit (an address above 2^47, a size of 1 TiB or more) is kept in
-// a short side list instead.
+// No two blocks of glibc's malloc share a 32-byte granule (its chunks are 32 bytes or more
+// apart). An allocator that packs blocks tighter, an address above 2^47 or a size of 1 TiB and
+// more go to the second level (live_spill.c), which the hot path looks at only once it holds
+// something.
+//
+// A released block stays in its slot marked FREED, with the stack that released it, until a
+// new block takes the granule: that is what tells a double free from an invalid one.
 #define _GNU_SOURCE
-#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#include "agent.h"
+#include "live_slot.h"
+#include "live_spill.h"
 
-#define HL_SHARDS 256
-#define HL_SHARD_INITIAL 256
-#define HL_ADDR_BITS 47
-#define HL_SIZE_BITS 40
-#define HL_ODD_MAX 64
+#define HL_GRANULE_SHIFT 5
+#define HL_REGION_SHIFT 24
+#define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
+#define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(slot_t))
+#define HL_DIR_ENTRIES (1u << (HL_ADDR_BITS - HL_REGION_SHIFT))
+#define HL_MAX_REGIONS 65536 // 1 TiB of heap address space
 
-typedef struct slot_s {
-    uint64_t w0, w1, w2;
-} slot_t;
+typedef struct region_s {
+    slot_t slots[HL_REGION_SLOTS];
+} region_t;
 
-typedef struct shard_s {
-    _Atomic int lock;
-    uint32_t mask;   // capacity - 1
-    uint32_t used;   // LIVE + FREED + TOMB slots
-    uint32_t live;
-    slot_t* slots;
-    slot_t* spare; // the table before the last same-size rebuild, for the next one
-    char pad[64 - 4 - 12 - 2 * sizeof(void*)];
-} shard_t;
-
-static shard_t shards[HL_SHARDS];
-
-// Blocks that do not fit a slot, by linear search (there are none in practice).
-static hl_block_t odd[HL_ODD_MAX];
-static _Atomic int odd_lock;
-static _Atomic int odd_count; // slots of odd[] ever used
-
-static inline int fits(const hl_block_t* b) {
-    return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
-}
-
-static inline int slot_state(const slot_t* s) { return (int)((s->w0 >> 52) & 3); }
-static inline uintptr_t slot_addr(const slot_t* s) {
-    return (uintptr_t)(s->w0 & ((1ull << HL_ADDR_BITS) - 1));
-}
-static inline void slot_set_state(slot_t* s, int state) {
-    s->w0 = (s->w0 & ~(3ull << 52)) | ((uint64_t)state << 52);
-}
-
-static inline slot_t pack(const hl_block_t* b, int state) {
-    slot_t s;
-    s.w0 = (uint64_t)b->addr | ((uint64_t)b->fn & 31) << 47 | (uint64_t)(state & 3) << 52 |
-           (uint64_t)b->guarded << 54 | (uint64_t)b->is_internal << 55 |
-           ((b->seq >> 32) & 0xff) << 56;
-    s.w1 = (uint64_t)b->size | (uint64_t)(b->thread & 0xffffff) << HL_SIZE_BITS;
-    s.w2 = (b->seq & 0xffffffffu) | (uint64_t)b->stack << 32;
-    return s;
-}
-
-// The interface's view. A FREED block reports the stack that released it in `thread`.
-static inline void unpack(const slot_t* s, hl_block_t* b) {
-    memset(b, 0, sizeof *b);
-    b->addr = slot_addr(s);
-    b->fn = (s->w0 >> 47) & 31;
-    b->state = (s->w0 >> 52) & 3;
-    b->guarded = (s->w0 >> 54) & 1;
-    b->is_internal = (s->w0 >> 55) & 1;
-    b->size = s->w1 & ((1ull << HL_SIZE_BITS) - 1);
-    b->stack = (uint32_t)(s->w2 >> 32);
-    if (b->state == HL_BLOCK_FREED) {
-        b->thread = (uint32_t)s->w2;
-        b->seq = 0;
-    } else {
-        b->thread = (uint32_t)(s->w1 >> HL_SIZE_BITS);
-        b->seq = (s->w0 >> 56) << 32 | (s->w2 & 0xffffffffu);
-    }
-}
-
-// Where a block's slot is: the top byte picks the shard, the low 32 bits the slot. Blocks of one
-// 64 KiB stretch of the heap share a shard and sit in nearby slots, from a point hashed from
-// the stretch, so the table is touched with the program's own locality (a loop walking its
-// heap walks the table) instead of one cache and TLB miss per call at a random place. Two
-// slots per 16-byte granule keep a densely packed stretch from forming long probe runs.
-static inline uint64_t addr_hash(uintptr_t a) {
-    uint64_t r = (uint64_t)(a >> 16) * 0x9E3779B97F4A7C15ull;
-    r ^= r >> 29;
-    return (r & 0xff00000000000000ull) | (uint32_t)((uint32_t)r + (uint32_t)(a >> 3));
-}
-
-static inline shard_t* shard_of(uint64_t h) { return &shards[h >> 56]; }
-
-// Starts loading addr's first probe slot: the caller unwinds meanwhile, and the table's cache
-// miss (the largest single cost of a call on a program with many live blocks) overlaps it. A
-// racing grow only makes the hint useless; a prefetch never faults.
-void live_prefetch(uintptr_t addr) {
-    uint64_t h = addr_hash(addr);
-    const shard_t* s = shard_of(h);
-    const slot_t* slots = s->slots;
-    if (slots)
-        __builtin_prefetch(&slots[(uint32_t)h & s->mask], 1, 3);
-}
-
-static inline void spin_lock(_Atomic int* lock) {
-    while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(lock, memory_order_relaxed))
-            sched_yield();
-    }
-}
-static inline void spin_unlock(_Atomic int* lock) {
-    atomic_store_explicit(lock, 0, memory_order_release);
-}
-static inline void shard_lock(shard_t* s) { spin_lock(&s->lock); }
-static inline void shard_unlock(shard_t* s) { spin_unlock(&s->lock); }
+static _Atomic(region_t*)* dir; // by address >> HL_REGION_SHIFT; pages appear as they are used
+static uint32_t* made;          // directory indices of the regions made, in order
+static _Atomic uint32_t nmade;
+static _Atomic int make_lock;
 
 void live_init(void) {
-    for (int i = 0; i < HL_SHARDS; i++) {
-        shards[i].slots = os_map_dense(HL_SHARD_INITIAL * sizeof(slot_t));
-        shards[i].mask = shards[i].slots ? HL_SHARD_INITIAL - 1 : 0;
-    }
+    dir = os_map((size_t)HL_DIR_ENTRIES * sizeof *dir);
+    made = os_map(HL_MAX_REGIONS * sizeof *made);
+    if (!made)
+        dir = NULL; // everything goes to the second level
 }
 
-// Rebuild into a table sized for the live blocks; FREED history goes (it is only a hint). A
-// program that frees as much as it allocates fills its shards with FREED slots and rebuilds
-// them at the same size again and again: those rebuilds go back and forth between two tables
-// whose pages are already there, instead of faulting in a fresh mapping each time.
-static HL_COLD void shard_grow(shard_t* s) {
-    uint32_t cap = s->mask + 1;
-    uint32_t new_cap = cap;
-    while (s->live * 2u >= new_cap)
-        new_cap *= 2;
-    if (new_cap == cap && s->used - s->live < cap / 4)
-        new_cap *= 2;
-    slot_t* fresh;
-    if (new_cap == cap && s->spare) {
-        fresh = s->spare;
-        memset(fresh, 0, (size_t)cap * sizeof(slot_t));
-    } else {
-        fresh = os_map_dense((size_t)new_cap * sizeof(slot_t));
-        if (!fresh)
-            return; // keep probing the crowded table: slower, still correct
-    }
-    for (uint32_t i = 0; i < cap; i++) {
-        const slot_t* b = &s->slots[i];
-        if (slot_state(b) != HL_BLOCK_LIVE)
-            continue;
-        uint32_t j = (uint32_t)addr_hash(slot_addr(b)) & (new_cap - 1);
-        while (slot_state(&fresh[j]) != HL_BLOCK_EMPTY)
-            j = (j + 1) & (new_cap - 1);
-        fresh[j] = *b;
-    }
-    if (new_cap == cap) {
-        s->spare = s->slots;
-    } else {
-        if (s->spare)
-            os_unmap(s->spare, (size_t)cap * sizeof(slot_t));
-        os_unmap(s->slots, (size_t)cap * sizeof(slot_t));
-        s->spare = NULL;
-    }
-    s->slots = fresh;
-    s->mask = new_cap - 1;
-    s->used = s->live;
+static inline slot_t* slot_of(uintptr_t a) {
+    region_t* r = atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
+    return hl_likely(r != NULL) ? &r->slots[(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1)]
+                                : NULL;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The side list
-// ---------------------------------------------------------------------------------------------
-static HL_COLD void odd_insert(const hl_block_t* b) {
-    spin_lock(&odd_lock);
-    int n = atomic_load(&odd_count), free_at = -1;
-    for (int i = 0; i < n; i++) {
-        if (odd[i].addr == b->addr || (free_at < 0 && odd[i].state != HL_BLOCK_LIVE))
-            free_at = i;
-        if (odd[i].addr == b->addr)
-            break;
-    }
-    if (free_at < 0 && n < HL_ODD_MAX)
-        atomic_store(&odd_count, (free_at = n) + 1);
-    if (free_at >= 0) {
-        odd[free_at] = *b;
-        odd[free_at].state = HL_BLOCK_LIVE;
-    } else {
-        hl_log("more than %d blocks of 1 TiB or above 2^47: the rest go untracked", HL_ODD_MAX);
-    }
-    spin_unlock(&odd_lock);
-}
-
-// Like live_remove/live_lookup for the side list; HL_BLOCK_EMPTY when addr is not there.
-static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_t release_stack) {
-    int state = HL_BLOCK_EMPTY;
-    spin_lock(&odd_lock);
-    int n = atomic_load(&odd_count);
-    for (int i = 0; i < n; i++) {
-        if (odd[i].addr != addr || odd[i].state == HL_BLOCK_EMPTY)
-            continue;
-        state = (int)odd[i].state;
-        *out = odd[i];
-        if (remove && state == HL_BLOCK_LIVE) {
-            odd[i].state = HL_BLOCK_FREED;
-            odd[i].thread = release_stack;
+static HL_COLD slot_t* slot_make(uintptr_t a) {
+    if (!dir)
+        return NULL;
+    uint32_t idx = (uint32_t)(a >> HL_REGION_SHIFT);
+    while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
+        ;
+    if (!atomic_load(&dir[idx]) && atomic_load(&nmade) < HL_MAX_REGIONS) {
+        region_t* r = os_map(HL_REGION_BYTES);
+        if (r) {
+            made[atomic_load(&nmade)] = idx;
+            atomic_store_explicit(&dir[idx], r, memory_order_release);
+            atomic_fetch_add(&nmade, 1);
         }
-        break;
     }
-    spin_unlock(&odd_lock);
-    return state;
+    atomic_store_explicit(&make_lock, 0, memory_order_release);
+    return slot_of(a);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The table
-// ---------------------------------------------------------------------------------------------
+static inline _Atomic uint64_t* w0_of(slot_t* s) { return (_Atomic uint64_t*)&s->w0; }
+
+// Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
+// largest single cost of a call on a program with many live blocks) overlaps it.
+void live_prefetch(uintptr_t addr) {
+    if (hl_likely(dir && !(addr >> HL_ADDR_BITS))) {
+        const slot_t* s = slot_of(addr);
+        if (s)
+            __builtin_prefetch(s, 1, 3);
+    }
+}
+
 void live_insert(const hl_block_t* b) {
-    if (hl_unlikely(!fits(b))) {
-        odd_insert(b);
+    slot_t* s = NULL;
+    if (hl_likely(fits(b) && dir)) {
+        s = slot_of(b->addr);
+        if (hl_unlikely(!s))
+            s = slot_make(b->addr);
+    }
+    if (hl_unlikely(!s)) {
+        spill_insert(b);
         return;
     }
-    uint64_t h = addr_hash(b->addr);
-    shard_t* s = shard_of(h);
     slot_t packed = pack(b, HL_BLOCK_LIVE);
-    shard_lock(s);
-    if (hl_unlikely((s->used + 1) * 2 >= (s->mask + 1)))
-        shard_grow(s);
-    if (hl_unlikely(!s->slots)) {
-        shard_unlock(s);
-        return;
-    }
-    uint32_t i = (uint32_t)h & s->mask;
-    slot_t* reuse = NULL;
-    for (;;) {
-        slot_t* slot = &s->slots[i];
-        int state = slot_state(slot);
-        if (state == HL_BLOCK_EMPTY)
-            break;
-        if (slot_addr(slot) == b->addr) { // the address came back from the allocator
-            if (state == HL_BLOCK_LIVE)
-                s->live--; // a block the agent missed the release of; the new one wins
-            *slot = packed;
-            s->live++;
-            shard_unlock(s);
+    uint64_t old = atomic_load_explicit(w0_of(s), memory_order_relaxed);
+    do {
+        // Another live block in the granule: this one goes to the second level. The same
+        // address still live means the agent missed its release; the new block wins.
+        if (w0_state(old) == HL_BLOCK_LIVE && w0_addr(old) != b->addr) {
+            spill_insert(b);
             return;
         }
-        if (!reuse && state != HL_BLOCK_LIVE) // a freed block's slot: its history goes
-            reuse = slot;
-        i = (i + 1) & s->mask;
-    }
-    slot_t* slot = reuse ? reuse : &s->slots[i];
-    if (!reuse)
-        s->used++;
-    *slot = packed;
-    s->live++;
-    shard_unlock(s);
-}
-
-static slot_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
-    uint32_t i = (uint32_t)h & s->mask;
-    if (!s->slots)
-        return NULL;
-    for (;;) {
-        slot_t* slot = &s->slots[i];
-        int state = slot_state(slot);
-        if (state == HL_BLOCK_EMPTY)
-            return NULL;
-        if (slot_addr(slot) == addr && state != HL_BLOCK_TOMB)
-            return slot;
-        i = (i + 1) & s->mask;
-    }
+    } while (!atomic_compare_exchange_weak_explicit(w0_of(s), &old, packed.w0,
+                                                    memory_order_acq_rel, memory_order_relaxed));
+    s->w1 = packed.w1;
+    s->w2 = packed.w2;
 }
 
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
 // (release_stack kept as the place it was freed).
 static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
-    if (hl_unlikely(addr >> HL_ADDR_BITS) ||
-        hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
-        int state = odd_take(addr, out, release, release_stack);
-        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
+    slot_t* s = hl_likely(dir && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
+    if (hl_likely(s != NULL)) {
+        uint64_t w0 = atomic_load_explicit(w0_of(s), memory_order_acquire);
+        while (w0 && w0_addr(w0) == addr) {
+            int state = w0_state(w0);
+            slot_t copy = {w0, s->w1, s->w2};
+            if (release && state == HL_BLOCK_LIVE) {
+                // Two threads freeing one block: one wins, the other sees FREED.
+                if (!atomic_compare_exchange_strong_explicit(
+                        w0_of(s), &w0, w0_with_state(w0, HL_BLOCK_FREED), memory_order_acq_rel,
+                        memory_order_acquire))
+                    continue;
+                s->w2 = (copy.w2 & ~0xffffffffull) | release_stack;
+            }
+            unpack(&copy, out);
             return state;
-    }
-    uint64_t h = addr_hash(addr);
-    shard_t* s = shard_of(h);
-    shard_lock(s);
-    slot_t* slot = find(s, h, addr);
-    int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
-    if (slot) {
-        unpack(slot, out);
-        if (release && state == HL_BLOCK_LIVE) {
-            slot_set_state(slot, HL_BLOCK_FREED);
-            slot->w2 = (slot->w2 & ~0xffffffffull) | release_stack;
-            s->live--;
         }
     }
-    shard_unlock(s);
-    return state;
+    if (atomic_load_explicit(&hl_spill_used, memory_order_relaxed))
+        return spill_take(addr, out, release, release_stack);
+    return HL_BLOCK_EMPTY;
 }
 
 int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
@@ -306,46 +138,57 @@ int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
 
 int live_lookup(uintptr_t addr, hl_block_t* out) { return take(addr, out, 0, 0); }
 
-void live_lock_all(void) {
-    for (int i = 0; i < HL_SHARDS; i++)
-        shard_lock(&shards[i]);
-    spin_lock(&odd_lock);
-}
-void live_unlock_all(void) {
-    spin_unlock(&odd_lock);
-    for (int i = 0; i < HL_SHARDS; i++)
-        shard_unlock(&shards[i]);
-}
+// The direct map takes no lock: a fork child may inherit a slot another thread was writing,
+// which can only misreport that one block. The second level's locks are taken.
+void live_lock_all(void) { spill_lock_all(); }
+void live_unlock_all(void) { spill_unlock_all(); }
 void live_reset_after_fork(void) {
-    for (int i = 0; i < HL_SHARDS; i++)
-        atomic_store(&shards[i].lock, 0);
-    atomic_store(&odd_lock, 0);
+    atomic_store(&make_lock, 0);
+    spill_reset_after_fork();
+}
+
+// Every live slot of the regions made, skipping the pages never written (most of a region
+// lies where the heap is not): mincore tells which are there.
+static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    static unsigned char resident[HL_REGION_BYTES / 4096 + 1];
+    uint32_t n = atomic_load(&nmade);
+    for (uint32_t i = 0; i < n; i++) {
+        region_t* r = atomic_load(&dir[made[i]]);
+        if (!r || syscall(SYS_mincore, r, HL_REGION_BYTES, resident) != 0)
+            continue;
+        for (uint32_t j = 0; j < HL_REGION_SLOTS; j++) {
+            const slot_t* s = &r->slots[j];
+            size_t page = ((uintptr_t)s - (uintptr_t)r) / 4096;
+            if (!(resident[page] & 1)) {
+                // on to the first slot that starts in the next page
+                uint32_t next = (uint32_t)(((page + 1) * 4096 + sizeof(slot_t) - 1) / sizeof(slot_t));
+                j = next - 1;
+                continue;
+            }
+            if (slot_state(s) == HL_BLOCK_LIVE) {
+                hl_block_t b;
+                unpack(s, &b);
+                fn(&b, arg);
+            }
+        }
+    }
 }
 
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
-    hl_block_t b;
-    for (int i = 0; i < HL_SHARDS; i++) {
-        shard_t* s = &shards[i];
-        if (!s->slots)
-            continue;
-        for (uint32_t j = 0; j <= s->mask; j++)
-            if (slot_state(&s->slots[j]) == HL_BLOCK_LIVE) {
-                unpack(&s->slots[j], &b);
-                fn(&b, arg);
-            }
-    }
-    int n = atomic_load(&odd_count);
-    for (int i = 0; i < n; i++)
-        if (odd[i].state == HL_BLOCK_LIVE)
-            fn(&odd[i], arg);
+    if (dir)
+        direct_for_each(fn, arg);
+    if (atomic_load(&hl_spill_used))
+        spill_for_each(fn, arg);
+}
+
+static void count_one(const hl_block_t* b, void* arg) {
+    (void)b;
+    (*(uint64_t*)arg)++;
 }
 
 uint64_t live_count(void) {
     uint64_t n = 0;
-    for (int i = 0; i < HL_SHARDS; i++)
-        n += shards[i].live;
-    int k = atomic_load(&odd_count);
-    for (int i = 0; i < k; i++)
-        n += odd[i].state == HL_BLOCK_LIVE;
-    return n;
+    if (dir)
+        direct_for_each(count_one, &n);
+    return n + (atomic_load(&hl_spill_used) ? spill_count() : 0);
 }

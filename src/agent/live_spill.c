@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+// live_spill.c - the live blocks the direct map (live.c) cannot hold: two blocks in one 32-byte
+// granule (an allocator with 16-byte size classes), addresses above 2^47, sizes of 1 TiB and
+// more. 256 shards of open-addressing tables, each behind its own spinlock, and a short side
+// list for the blocks that do not fit a slot. glibc's malloc never needs it; it is empty until
+// the first such block, and the hot path only looks here when it is not.
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
+
+#include "live_slot.h"
+#include "live_spill.h"
+
+#define HL_SHARDS 256
+#define HL_SHARD_INITIAL 256
+#define HL_ODD_MAX 64
+
+_Atomic int hl_spill_used;
+typedef struct shard_s {
+    _Atomic int lock;
+    uint32_t mask;   // capacity - 1
+    uint32_t used;   // LIVE + FREED + TOMB slots
+    uint32_t live;
+    slot_t* slots;
+    slot_t* spare; // the table before the last same-size rebuild, for the next one
+    char pad[64 - 4 - 12 - 2 * sizeof(void*)];
+} shard_t;
+
+static shard_t shards[HL_SHARDS];
+
+// Blocks that do not fit a slot, by linear search (there are none in practice).
+static hl_block_t odd[HL_ODD_MAX];
+static _Atomic int odd_lock;
+static _Atomic int odd_count; // slots of odd[] ever used
+
+// Where a block's slot is: the top byte picks the shard, the low 32 bits the slot. Blocks of one
+// 64 KiB stretch of the heap share a shard and sit in nearby slots, from a point hashed from
+// the stretch, so the table is touched with the program's own locality (a loop walking its
+// heap walks the table) instead of one cache and TLB miss per call at a random place. Two
+// slots per 16-byte granule keep a densely packed stretch from forming long probe runs.
+static inline uint64_t addr_hash(uintptr_t a) {
+    uint64_t r = (uint64_t)(a >> 16) * 0x9E3779B97F4A7C15ull;
+    r ^= r >> 29;
+    return (r & 0xff00000000000000ull) | (uint32_t)((uint32_t)r + (uint32_t)(a >> 3));
+}
+
+static inline shard_t* shard_of(uint64_t h) { return &shards[h >> 56]; }
+
+
+static inline void spin_lock(_Atomic int* lock) {
+    while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+        while (atomic_load_explicit(lock, memory_order_relaxed))
+            sched_yield();
+    }
+}
+static inline void spin_unlock(_Atomic int* lock) {
+    atomic_store_explicit(lock, 0, memory_order_release);
+}
+static inline void shard_lock(shard_t* s) { spin_lock(&s->lock); }
+static inline void shard_unlock(shard_t* s) { spin_unlock(&s->lock); }
+
+// A shard's first table, on its first block.
+static HL_COLD int shard_start(shard_t* s) {
+    s->slots = os_map(HL_SHARD_INITIAL * sizeof(slot_t));
+    s->mask = s->slots ? HL_SHARD_INITIAL - 1 : 0;
+    return s->slots ? 0 : -1;
+}
+
+// Rebuild into a table sized for the live blocks; FREED history goes (it is only a hint). A
+// program that frees as much as it allocates fills its shards with FREED slots and rebuilds
+// them at the same size again and again: those rebuilds go back and forth between two tables
+// whose pages are already there, instead of faulting in a fresh mapping each time.
+static HL_COLD void shard_grow(shard_t* s) {
+    uint32_t cap = s->mask + 1;
+    uint32_t new_cap = cap;
+    while (s->live * 2u >= new_cap)
+        new_cap *= 2;
+    if (new_cap == cap && s->used - s->live < cap / 4)
+        new_cap *= 2;
+    slot_t* fresh;
+    if (new_cap == cap && s->spare) {
+        fresh = s->spare;
+        memset(fresh, 0, (size_t)cap * sizeof(slot_t));
+    } else {
+        fresh = os_map_dense((size_t)new_cap * sizeof(slot_t));
+        if (!fresh)
+            return; // keep probing the crowded table: slower, still correct
+    }
+    for (uint32_t i = 0; i < cap; i++) {
+        const slot_t* b = &s->slots[i];
+        if (slot_state(b) != HL_BLOCK_LIVE)
+            continue;
+        uint32_t j = (uint32_t)addr_hash(slot_addr(b)) & (new_cap - 1);
+        while (slot_state(&fresh[j]) != HL_BLOCK_EMPTY)
+            j = (j + 1) & (new_cap - 1);
+        fresh[j] = *b;
+    }
+    if (new_cap == cap) {
+        s->spare = s->slots;
+    } else {
+        if (s->spare)
+            os_unmap(s->spare, (size_t)cap * sizeof(slot_t));
+        os_unmap(s->slots, (size_t)cap * sizeof(slot_t));
+        s->spare = NULL;
+    }
+    s->slots = fresh;
+    s->mask = new_cap - 1;
+    s->used = s->live;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The side list
+// ---------------------------------------------------------------------------------------------
+static HL_COLD void odd_insert(const hl_block_t* b) {
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count), free_at = -1;
+    for (int i = 0; i < n; i++) {
+        if (odd[i].addr == b->addr || (free_at < 0 && odd[i].state != HL_BLOCK_LIVE))
+            free_at = i;
+        if (odd[i].addr == b->addr)
+            break;
+    }
+    if (free_at < 0 && n < HL_ODD_MAX)
+        atomic_store(&odd_count, (free_at = n) + 1);
+    if (free_at >= 0) {
+        odd[free_at] = *b;
+        odd[free_at].state = HL_BLOCK_LIVE;
+    } else {
+        hl_log("more than %d blocks of 1 TiB or above 2^47: the rest go untracked", HL_ODD_MAX);
+    }
+    spin_unlock(&odd_lock);
+}
+
+// Like live_remove/live_lookup for the side list; HL_BLOCK_EMPTY when addr is not there.
+static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_t release_stack) {
+    int state = HL_BLOCK_EMPTY;
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++) {
+        if (odd[i].addr != addr || odd[i].state == HL_BLOCK_EMPTY)
+            continue;
+        state = (int)odd[i].state;
+        *out = odd[i];
+        if (remove && state == HL_BLOCK_LIVE) {
+            odd[i].state = HL_BLOCK_FREED;
+            odd[i].thread = release_stack;
+        }
+        break;
+    }
+    spin_unlock(&odd_lock);
+    return state;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+// ---------------------------------------------------------------------------------------------
+void spill_insert(const hl_block_t* b) {
+    if (!atomic_load_explicit(&hl_spill_used, memory_order_relaxed))
+        atomic_store(&hl_spill_used, 1);
+    if (hl_unlikely(!fits(b))) {
+        odd_insert(b);
+        return;
+    }
+    uint64_t h = addr_hash(b->addr);
+    shard_t* s = shard_of(h);
+    slot_t packed = pack(b, HL_BLOCK_LIVE);
+    shard_lock(s);
+    if (!s->slots && shard_start(s) != 0) {
+        shard_unlock(s);
+        return;
+    }
+    if (hl_unlikely((s->used + 1) * 2 >= (s->mask + 1)))
+        shard_grow(s);
+    uint32_t i = (uint32_t)h & s->mask;
+    slot_t* reuse = NULL;
+    for (;;) {
+        slot_t* slot = &s->slots[i];
+        int state = slot_state(slot);
+        if (state == HL_BLOCK_EMPTY)
+            break;
+        if (slot_addr(slot) == b->addr) { // the address came back from the allocator
+            if (state == HL_BLOCK_LIVE)
+                s->live--; // a block the agent missed the release of; the new one wins
+            *slot = packed;
+            s->live++;
+            shard_unlock(s);
+            return;
+        }
+        if (!reuse && state != HL_BLOCK_LIVE) // a freed block's slot: its history goes
+            reuse = slot;
+        i = (i + 1) & s->mask;
+    }
+    slot_t* slot = reuse ? reuse : &s->slots[i];
+    if (!reuse)
+        s->used++;
+    *slot = packed;
+    s->live++;
+    shard_unlock(s);
+}
+
+static slot_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
+    uint32_t i = (uint32_t)h & s->mask;
+    if (!s->slots)
+        return NULL;
+    for (;;) {
+        slot_t* slot = &s->slots[i];
+        int state = slot_state(slot);
+        if (state == HL_BLOCK_EMPTY)
+            return NULL;
+        if (slot_addr(slot) == addr && state != HL_BLOCK_TOMB)
+            return slot;
+        i = (i + 1) & s->mask;
+    }
+}
+
+// Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
+// (release_stack kept as the place it was freed).
+int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
+    if (hl_unlikely(addr >> HL_ADDR_BITS) ||
+        hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
+        int state = odd_take(addr, out, release, release_stack);
+        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
+            return state;
+    }
+    uint64_t h = addr_hash(addr);
+    shard_t* s = shard_of(h);
+    shard_lock(s);
+    slot_t* slot = find(s, h, addr);
+    int state = slot ? slot_state(slot) : HL_BLOCK_EMPTY;
+    if (slot) {
+        unpack(slot, out);
+        if (release && state == HL_BLOCK_LIVE) {
+            slot_set_state(slot, HL_BLOCK_FREED);
+            slot->w2 = (slot->w2 & ~0xffffffffull) | release_stack;
+            s->live--;
+        }
+    }
+    shard_unlock(s);
+    return state;
+}
+
+void spill_lock_all(void) {
+    for (int i = 0; i < HL_SHARDS; i++)
+        shard_lock(&shards[i]);
+    spin_lock(&odd_lock);
+}
+void spill_unlock_all(void) {
+    spin_unlock(&odd_lock);
+    for (int i = 0; i < HL_SHARDS; i++)
+        shard_unlock(&shards[i]);
+}
+void spill_reset_after_fork(void) {
+    for (int i = 0; i < HL_SHARDS; i++)
+        atomic_store(&shards[i].lock, 0);
+    atomic_store(&odd_lock, 0);
+}
+
+void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    hl_block_t b;
+    for (int i = 0; i < HL_SHARDS; i++) {
+        shard_t* s = &shards[i];
+        if (!s->slots)
+            continue;
+        for (uint32_t j = 0; j <= s->mask; j++)
+            if (slot_state(&s->slots[j]) == HL_BLOCK_LIVE) {
+                unpack(&s->slots[j], &b);
+                fn(&b, arg);
+            }
+    }
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++)
+        if (odd[i].state == HL_BLOCK_LIVE)
+            fn(&odd[i], arg);
+}
+
+uint64_t spill_count(void) {
+    uint64_t n = 0;
+    for (int i = 0; i < HL_SHARDS; i++)
+        n += shards[i].live;
+    int k = atomic_load(&odd_count);
+    for (int i = 0; i < k; i++)
+        n += odd[i].state == HL_BLOCK_LIVE;
+    return n;
+}

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+// live_spill.h - the live table's second level (live_spill.c), behind the direct map (live.c).
+#ifndef HL_LIVE_SPILL_H
+#define HL_LIVE_SPILL_H
+
+#include "agent.h"
+
+extern _Atomic int hl_spill_used; // set once the first block went there
+
+void spill_insert(const hl_block_t* b);
+// live_remove / live_lookup (release = 0) for the blocks held here; HL_BLOCK_EMPTY if not here
+int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack);
+void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
+uint64_t spill_count(void);
+void spill_lock_all(void);
+void spill_unlock_all(void);
+void spill_reset_after_fork(void);
+
+#endif
