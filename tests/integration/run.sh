@@ -196,7 +196,7 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     expect_status "alloc_tiny under $lib" 0
     check "alloc_tiny under $lib" "$J" \
         "rec('definite', 'leak_tiny') == {'bytes': 80, 'blocks': 10, 'records': 1}" \
-        "rec('reachable', 'fill')['blocks'] == 4096" "rec('reachable', 'fill')['bytes'] == 2048 * 16" \
+        "rec('reachable', 'fill')['blocks'] == 4096" "rec('reachable', 'fill')['bytes'] == 4096 * 16" \
         "errs('double_free', 'free_tiny_again') == 1" "len(errors) == 1"
 done
 # The same under glibc: one granule per block
