@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // format.h - THE trace format, shared by the agent (writer) and the analyzer (reader).
 // Change it only together with src/agent/encode.c and src/analyze/reader.c, and bump
-// HL_TRACE_VERSION: the golden traces in tests/data catch any drift.
+// HL_TRACE_VERSION: the unit tests' traces (tests/unit/trace_builder.h) catch any drift.
 //
 // A trace is a 16-byte file header followed by chunks, so a trace cut short (SIGKILL, full
 // disk) stays readable up to its last complete chunk:
@@ -43,6 +43,11 @@
 // names the site of the block it releases: which block, or where it lay, is not recorded.
 // Everything the reports tell (levels, peak, per-stack live bytes, temporary allocations)
 // follows from sizes and stacks; leaks come with their addresses in VERDICT records.
+#ifndef HL_FORMAT_H
+#define HL_FORMAT_H
+
+#include <stdint.h>
+
 #define HL_TRACE_MAGIC "HLTRACE"   // 8 bytes with its NUL
 #define HL_TRACE_VERSION 3u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
