@@ -50,7 +50,8 @@ static const ag_site_t* site(const aggregate_t* a, uint32_t stack) {
 // t=900  T2 alloc B 2            heap 1202
 // t=950  T2 alloc B 8            heap 1210
 // t=1000 T2 free (2, B)          heap 1208   T2 allocated in between: not temporary
-// t=1100 mmap 4096; t=1200 sample rss 9999; t=1300 scan; t=1400 end.
+// t=1100 mmap 4096; t=1200 sample rss 9999; t=1250 a scan, superseded by the one at t=1300;
+// t=1400 end.
 // Left: A 700 definite, C 500 reachable, B 8 possible.
 static void build_records(buf_t* r) {
     rec_info(r, 42);
@@ -77,6 +78,8 @@ static void build_records(buf_t* r) {
     at(r, 1, 1100);
     rec_mmap(r, 0x7000000, 4096, ST_A);
     rec_sample(r, 1200, 1208, 3, 4096, 9999);
+    rec_scan(r, 1250, HL_SCAN_AT_EXIT, 1); // superseded by the next one
+    rec_verdict(r, HL_LEAK_DEFINITE, 0x90000, 500, ST_C, HL_FN_MALLOC, 0);
     rec_scan(r, 1300, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT, 3);
     rec_verdict(r, HL_LEAK_REACHABLE, 0x20000, 500, ST_C, HL_FN_MALLOC, 0);
     rec_verdict(r, HL_LEAK_DEFINITE, 0x30000, 700, ST_A, HL_FN_MALLOC, 0);
@@ -157,6 +160,13 @@ TEST(peak_and_sites) {
     EXPECT_EQ_U(a->totals.leaks[HL_LEAK_DEFINITE].bytes, 700);
     EXPECT_EQ_U(a->mapped_peak, 4096);
     EXPECT_EQ_U(a->rss_peak, 9999);
+    // The address map: the last scan's blocks, in its order.
+    EXPECT_TRUE(a->has_exit_map);
+    ASSERT_TRUE(a->nexit_map == 3);
+    EXPECT_EQ_U(a->exit_map[0].addr, 0x20000);
+    EXPECT_EQ_U(a->exit_map[0].size, 500);
+    EXPECT_EQ_U(a->exit_map[0].kind, HL_LEAK_REACHABLE);
+    EXPECT_EQ_U(a->exit_map[2].addr, 0x40000);
     // Sorted by peak: A (800), C (500); B has none at the peak.
     const ag_site_t** v;
     long n = ag_sorted_sites(a, AG_METRIC_PEAK, &v);
@@ -252,6 +262,14 @@ TEST(window_and_filter) {
     EXPECT_EQ_U(a->peak_bytes, 1300);
     EXPECT_EQ_I(a->peak_time_ns, 500 * TICK_NS);
     EXPECT_EQ_U(a->totals.leaked_bytes, 708); // allocated in the window, live at the end
+    unload(&f);
+
+    // A temporary counts when it was made in the window too: the 1000 was made before 250.
+    ag_opts_t cut = {.has_from = 1, .from_ns = 250 * TICK_NS};
+    ASSERT_TRUE(load(&f, &cut) == 0);
+    EXPECT_EQ_U(f.a.totals.frees, 4);
+    EXPECT_EQ_U(f.a.totals.temporary, 1);
+    EXPECT_EQ_U(f.a.totals.temporary_bytes, 64);
     unload(&f);
 
     ag_opts_t late = {.has_from = 1, .from_ns = 550 * TICK_NS};

@@ -388,6 +388,10 @@ TEST(verdict_leaders_forward_and_back) {
     EXPECT_EQ_U(m.leaks[HL_LEAK_INDIRECT].bytes, 24);
     EXPECT_EQ_U(m.leaks[HL_LEAK_INDIRECT].blocks, 2);
     EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].blocks, 0); // the first scan's verdict is void
+    const md_site_t* s16 = model_site(&m, 3);              // (16, stack 3)
+    ASSERT_TRUE(s16 != NULL);
+    EXPECT_EQ_U(s16->verdicts[HL_LEAK_REACHABLE], 0);
+    EXPECT_EQ_U(s16->verdicts[HL_LEAK_INDIRECT], 1);
     EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 0);
     ASSERT_TRUE(m.nrecords == 3);
     // Sorted by kind, then direct + indirect bytes: stack 2 (64 + 16), stack 1 (32 + 8).
