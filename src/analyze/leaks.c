@@ -182,7 +182,8 @@ int leaks_finish(model_t* m) {
     free(m->record_slots); // sorting makes its indices stale
     m->record_slots = NULL;
     m->record_mask = 0;
-    qsort(m->records, m->nrecords, sizeof *m->records, cmp_record);
+    if (m->nrecords)
+        qsort(m->records, m->nrecords, sizeof *m->records, cmp_record);
     return rc;
 }
 
