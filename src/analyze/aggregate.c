@@ -150,23 +150,25 @@ typedef struct pass_s {
 
 static inline uint64_t level(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
-static ag_thread_t* thread_at(pass_t* p, uint64_t index) {
+static HL_NOINLINE ag_thread_t* thread_new(pass_t* p, uint64_t index) {
     aggregate_t* a = p->a;
     if (index >= (1u << 24))
         return NULL;
-    if (index >= a->nthreads) {
-        size_t cap = a->nthreads;
-        ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
-        if (!fresh) {
-            p->failed = 1;
-            return NULL;
-        }
-        for (size_t i = a->nthreads; i < cap; i++)
-            fresh[i].index = (uint32_t)i;
-        a->threads = fresh;
-        a->nthreads = cap;
+    size_t cap = a->nthreads;
+    ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
+    if (!fresh) {
+        p->failed = 1;
+        return NULL;
     }
+    for (size_t i = a->nthreads; i < cap; i++)
+        fresh[i].index = (uint32_t)i;
+    a->threads = fresh;
+    a->nthreads = cap;
     return &a->threads[index];
+}
+
+static inline ag_thread_t* thread_at(pass_t* p, uint64_t index) {
+    return hl_likely(index < p->a->nthreads) ? &p->a->threads[index] : thread_new(p, index);
 }
 
 static inline int in_window(const aggregate_t* a, int64_t t) {
@@ -281,18 +283,22 @@ static void heap_down(pass_t* p, ag_site_t* s, uint64_t size) {
     p->blocks_live--;
 }
 
-static life_t* life_at(pass_t* p, uint64_t site) {
-    if (site >= p->life_cap) {
-        if (site == 0 || site > (1ull << 32))
-            return NULL;
-        life_t* fresh = md_grow(p->life, &p->life_cap, site + 1, sizeof *fresh);
-        if (!fresh) {
-            p->failed = 1;
-            return NULL;
-        }
-        p->life = fresh;
+static HL_NOINLINE life_t* life_new(pass_t* p, uint64_t site) {
+    if (site == 0 || site > (1ull << 32))
+        return NULL;
+    life_t* fresh = md_grow(p->life, &p->life_cap, site + 1, sizeof *fresh);
+    if (!fresh) {
+        p->failed = 1;
+        return NULL;
     }
-    return site ? &p->life[site] : NULL;
+    p->life = fresh;
+    return &p->life[site];
+}
+
+static inline life_t* life_at(pass_t* p, uint64_t site) {
+    if (hl_likely(site && site < p->life_cap))
+        return &p->life[site];
+    return site ? life_new(p, site) : NULL;
 }
 
 static void life_release(life_t* l) {
