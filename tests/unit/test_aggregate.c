@@ -434,7 +434,8 @@ TEST(leaked_in_a_window_takes_the_young_first) {
     EXPECT_EQ_U(a.totals.allocations, 2);
     EXPECT_EQ_U(a.totals.leaked_blocks, 1);
     EXPECT_EQ_U(a.totals.leaked_bytes, 16);
-    EXPECT_EQ_U(a.totals.leaks[HL_LEAK_DEFINITE].blocks + a.totals.leaks[HL_LEAK_REACHABLE].blocks, 1);
+    const md_kind_total_t* lk = a.totals.leaks;
+    EXPECT_EQ_U(lk[HL_LEAK_DEFINITE].blocks + lk[HL_LEAK_REACHABLE].blocks, 1);
     aggregate_free(&a);
     report_ctx_free(c);
     model_free(&m);

@@ -192,7 +192,8 @@ static inline int tw_open(tw_t* w, size_t cap, uint32_t version) {
 static inline int tw_chunk(tw_t* w, buf_t* raw, int is_last) {
     size_t at = w->len;
     ZSTD_inBuffer in = {raw->data, raw->len, 0};
-    ZSTD_outBuffer out = {w->data + at + HL_CHUNK_HEADER_SIZE, w->cap - at - HL_CHUNK_HEADER_SIZE, 0};
+    size_t room = w->cap - at - HL_CHUNK_HEADER_SIZE;
+    ZSTD_outBuffer out = {w->data + at + HL_CHUNK_HEADER_SIZE, room, 0};
     size_t left;
     do {
         left = ZSTD_compressStream2(w->z, &out, &in, is_last ? ZSTD_e_end : ZSTD_e_flush);
