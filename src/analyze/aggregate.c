@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// aggregate.c - the second pass (see aggregate.h). Blocks are tracked by id, as in model.c; the
-// per-site bytes at the peak come from a lazy snapshot: each site remembers the peak epoch of
-// its last change, so a new maximum costs O(1) instead of a copy of every site.
+// aggregate.c - the second pass (see aggregate.h). Like the model it follows sizes and stacks,
+// never blocks. The per-site bytes at the peak come from a lazy snapshot: each site remembers
+// the peak epoch of its last change, so a new maximum costs O(1) instead of a copy of every
+// site.
 #define _GNU_SOURCE
 #include "aggregate.h"
 
@@ -122,21 +123,15 @@ static int hist_bucket(uint64_t size) {
 // ---------------------------------------------------------------------------------------------
 // The pass
 // ---------------------------------------------------------------------------------------------
-enum { BLK_IN_WINDOW = 2, BLK_KEPT = 4 };
-
-typedef struct blk_s {
-    uint64_t key;
-    uint64_t addr;
-    uint64_t size;
-    uint32_t stack;
-    uint8_t flags;
-    uint8_t kind;
-} blk_t;
-
-typedef struct early_s {
-    uint64_t key, thread;
-    int64_t time_ns;
-} early_t;
+// The blocks of one allocation site (format.h) by when they were made, against the window.
+// Which of a site's blocks a release takes, the trace cannot tell (they share size and stack):
+// the pass takes the youngest, since most blocks die young. "Leaked in the window" is then
+// exact whenever a site's blocks do not straddle the window's edges, and always without one.
+typedef struct life_s {
+    int64_t live;   // blocks live now
+    int64_t inside; // of them, made inside the window
+    int64_t after;  // of them, made after it
+} life_t;
 
 typedef struct pass_s {
     aggregate_t* a;
@@ -144,50 +139,36 @@ typedef struct pass_s {
     report_ctx_t* ctx;
     regex_t* filter;    // --filter, compiled; NULL: every site is kept
     ag_site_t spare;    // stands in for a site that could not be made (out of memory)
-    bs_t blocks; // live blocks (blk_t), by id
-    uint64_t* seq; // ALLOC count per thread index
-    size_t nseq;
-    early_t* early;
-    size_t nearly, early_cap;
-    uint64_t heap, blocks_live, mapped, rss;
+    life_t* life;       // by site number
+    size_t life_cap;
+    int64_t heap, blocks_live; // signed: a FREE_EXPLICIT may come an instant before its ALLOC
+    uint64_t mapped, rss;
     uint64_t epoch;
     long cur; // last timeline bucket filled, -1: none
     int failed;
 } pass_t;
 
-static inline uint64_t key_of(uint64_t thread, uint64_t seq) { return bs_key(thread, seq); }
+static inline uint64_t level(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
-static ag_thread_t* thread_at(pass_t* p, uint64_t index) {
+static HL_NOINLINE ag_thread_t* thread_new(pass_t* p, uint64_t index) {
     aggregate_t* a = p->a;
     if (index >= (1u << 24))
         return NULL;
-    if (index >= a->nthreads) {
-        size_t cap = a->nthreads;
-        ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
-        if (!fresh) {
-            p->failed = 1;
-            return NULL;
-        }
-        for (size_t i = a->nthreads; i < cap; i++)
-            fresh[i].index = (uint32_t)i;
-        a->threads = fresh;
-        a->nthreads = cap;
+    size_t cap = a->nthreads;
+    ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
+    if (!fresh) {
+        p->failed = 1;
+        return NULL;
     }
+    for (size_t i = a->nthreads; i < cap; i++)
+        fresh[i].index = (uint32_t)i;
+    a->threads = fresh;
+    a->nthreads = cap;
     return &a->threads[index];
 }
 
-static uint64_t* seq_at(pass_t* p, uint64_t index) {
-    if (index >= (1u << 24))
-        return NULL;
-    if (index >= p->nseq) {
-        uint64_t* fresh = md_grow(p->seq, &p->nseq, index + 1, sizeof *fresh);
-        if (!fresh) {
-            p->failed = 1;
-            return NULL;
-        }
-        p->seq = fresh;
-    }
-    return &p->seq[index];
+static inline ag_thread_t* thread_at(pass_t* p, uint64_t index) {
+    return hl_likely(index < p->a->nthreads) ? &p->a->threads[index] : thread_new(p, index);
 }
 
 static inline int in_window(const aggregate_t* a, int64_t t) {
@@ -241,8 +222,8 @@ const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack) {
 // it holds now are the ones it had at that peak.
 static void site_touch(pass_t* p, ag_site_t* s) {
     if (s->epoch != p->epoch) {
-        s->peak_bytes = s->live_bytes;
-        s->peak_blocks = s->live_blocks;
+        s->peak_bytes = level((int64_t)s->live_bytes);
+        s->peak_blocks = level((int64_t)s->live_blocks);
         s->epoch = p->epoch;
     }
 }
@@ -256,8 +237,8 @@ static void tl_advance(pass_t* p, int64_t t) {
     while (p->cur < idx) {
         ag_point_t* pt = &a->timeline[++p->cur];
         pt->time_ns = a->start_ns + (int64_t)p->cur * a->bucket_ns;
-        pt->heap_bytes = p->heap;
-        pt->heap_blocks = p->blocks_live;
+        pt->heap_bytes = level(p->heap);
+        pt->heap_blocks = level(p->blocks_live);
         pt->mapped_bytes = p->mapped;
         pt->rss_bytes = p->rss;
     }
@@ -268,9 +249,9 @@ static void tl_note(pass_t* p, int64_t t) {
     if (!a->timeline || p->cur < 0 || t < a->start_ns || t > a->end_ns)
         return;
     ag_point_t* pt = &a->timeline[p->cur];
-    if (p->heap > pt->heap_bytes) {
-        pt->heap_bytes = p->heap;
-        pt->heap_blocks = p->blocks_live;
+    if (level(p->heap) > pt->heap_bytes) {
+        pt->heap_bytes = level(p->heap);
+        pt->heap_blocks = level(p->blocks_live);
     }
     if (p->mapped > pt->mapped_bytes)
         pt->mapped_bytes = p->mapped;
@@ -278,15 +259,17 @@ static void tl_note(pass_t* p, int64_t t) {
         pt->rss_bytes = p->rss;
 }
 
+// Per-stack live numbers wrap below zero (unsigned) for the instant a FREE_EXPLICIT is ahead of
+// its ALLOC, and come back; only their snapshots are clamped (site_touch).
 static void heap_up(pass_t* p, ag_site_t* s, uint64_t size, int64_t t) {
     site_touch(p, s);
     s->live_bytes += size;
     s->live_blocks++;
-    p->heap += size;
+    p->heap += (int64_t)size;
     p->blocks_live++;
-    if (in_window(p->a, t) && p->heap > p->a->peak_bytes) {
-        p->a->peak_bytes = p->heap;
-        p->a->peak_blocks = p->blocks_live;
+    if (in_window(p->a, t) && p->heap > (int64_t)p->a->peak_bytes) {
+        p->a->peak_bytes = (uint64_t)p->heap;
+        p->a->peak_blocks = level(p->blocks_live);
         p->a->peak_time_ns = t;
         p->epoch++; // every site's current numbers are now "at the peak" until it changes
     }
@@ -294,158 +277,142 @@ static void heap_up(pass_t* p, ag_site_t* s, uint64_t size, int64_t t) {
 
 static void heap_down(pass_t* p, ag_site_t* s, uint64_t size) {
     site_touch(p, s);
-    s->live_bytes -= size < s->live_bytes ? size : s->live_bytes;
-    s->live_blocks -= s->live_blocks ? 1 : 0;
-    p->heap -= size < p->heap ? size : p->heap;
-    p->blocks_live -= p->blocks_live ? 1 : 0;
+    s->live_bytes -= size;
+    s->live_blocks--;
+    p->heap -= (int64_t)size;
+    p->blocks_live--;
 }
 
-// A release of block b by thread `thread` at t.
-static void do_free(pass_t* p, blk_t* b, uint64_t thread, int64_t t) {
-    aggregate_t* a = p->a;
-    if (b->flags & BLK_KEPT) {
-        ag_site_t* s = site_of(p, b->stack);
-        tl_advance(p, t);
-        heap_down(p, s, b->size);
-        tl_note(p, t);
-        if (in_window(a, t)) {
-            uint64_t owner = b->key >> 40, oseq = b->key & ((1ull << 40) - 1);
-            uint64_t* sq = seq_at(p, thread);
-            int is_temp = (b->flags & BLK_IN_WINDOW) && owner == thread && sq && *sq == oseq;
-            ag_thread_t* th = thread_at(p, thread);
-            s->frees++;
-            a->totals.frees++;
-            a->totals.freed_bytes += b->size;
-            if (th) {
-                th->frees++;
-                th->freed_bytes += b->size;
-            }
-            if (is_temp) {
-                s->temporary++;
-                s->temporary_bytes += b->size;
-                a->totals.temporary++;
-                a->totals.temporary_bytes += b->size;
-                if (th)
-                    th->temporary++;
-            }
-        }
+static HL_NOINLINE life_t* life_new(pass_t* p, uint64_t site) {
+    if (site == 0 || site > (1ull << 32))
+        return NULL;
+    life_t* fresh = md_grow(p->life, &p->life_cap, site + 1, sizeof *fresh);
+    if (!fresh) {
+        p->failed = 1;
+        return NULL;
     }
-    bs_del(&p->blocks, b);
+    p->life = fresh;
+    return &p->life[site];
 }
 
-static int take_early(pass_t* p, uint64_t key, early_t* out) {
-    for (size_t i = 0; i < p->nearly; i++) {
-        if (p->early[i].key == key) {
-            *out = p->early[i];
-            p->early[i] = p->early[--p->nearly];
-            return 1;
-        }
-    }
-    return 0;
+static inline life_t* life_at(pass_t* p, uint64_t site) {
+    if (hl_likely(site && site < p->life_cap))
+        return &p->life[site];
+    return site ? life_new(p, site) : NULL;
 }
 
-// The heap's address space at the moment the (unfiltered) heap first reaches its peak: every
-// live block, taken once, in the same pass (the first pass told the peak's height).
-static void snapshot_peak(pass_t* p) {
-    aggregate_t* a = p->a;
-    a->peak_map = malloc((p->blocks_live + 1) * sizeof *a->peak_map);
-    if (!a->peak_map)
+static void life_release(life_t* l) {
+    l->live--;
+    if (l->after > 0)
+        l->after--;
+    else if (l->inside > 0)
+        l->inside--;
+}
+
+// A new block of a site at t (INHERIT: before the trace, never inside a window), and the
+// releases of its site that came before it was named (reader.h: early).
+static void life_add(pass_t* p, uint64_t site, int64_t t, int is_inherited, uint64_t early) {
+    const aggregate_t* a = p->a;
+    life_t* l = life_at(p, site);
+    if (!l)
         return;
-    size_t n = 0;
-    const blk_t* b;
-    for (bs_iter_t it = {0}; n <= p->blocks_live && (b = bs_next(&p->blocks, &it));) {
-        if (b->flags & BLK_KEPT) {
-            a->peak_map[n][0] = b->addr;
-            a->peak_map[n][1] = b->size;
-            n++;
-        }
-    }
-    a->npeak_map = n;
+    l->live++;
+    if (!is_inherited && in_window(a, t))
+        l->inside++;
+    else if (!is_inherited && a->opts.has_to && t > a->opts.to_ns)
+        l->after++;
+    for (uint64_t i = 0; i < early && l->live > 0; i++)
+        life_release(l);
 }
 
 static void on_alloc(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
-    uint64_t thread = r->u[0], size = r->u[2], stack = r->u[3];
-    uint64_t* sq = seq_at(p, thread);
-    if (!sq)
-        return;
-    uint64_t key = key_of(thread, ++*sq);
-    blk_t* b = bs_put(&p->blocks, key);
-    if (!b) {
-        p->failed = 1;
-        return;
-    }
+    uint64_t size = r->u[0], stack = r->u[1];
+    int64_t t = r->time_ns;
     ag_site_t* s = site_of(p, stack);
-    b->addr = r->u[1];
-    b->size = size;
-    b->stack = (uint32_t)(stack < a->nstacks ? stack : 0);
-    b->kind = HL_KIND_UNSCANNED;
-    int win = in_window(a, r->time_ns);
-    if (win)
-        b->flags |= BLK_IN_WINDOW;
-    if (s->is_kept) {
-        b->flags |= BLK_KEPT;
-        tl_advance(p, r->time_ns);
-        heap_up(p, s, size, r->time_ns);
-        tl_note(p, r->time_ns);
-        if (!a->is_filtered && !a->peak_map && p->heap == p->m->peak_bytes && p->heap)
-            snapshot_peak(p);
-        if (win) {
-            s->allocations++;
-            s->bytes += size;
-            a->totals.allocations++;
-            a->totals.bytes += size;
-            int k = hist_bucket(size);
-            a->hist[k].count++;
-            a->hist[k].bytes += size;
-            ag_thread_t* th = thread_at(p, thread);
-            if (th) {
-                th->allocations++;
-                th->bytes += size;
-            }
-        }
+    life_add(p, r->u[2], t, 0, r->u[3]);
+    ag_thread_t* th = thread_at(p, r->thread);
+    if (th)
+        th->last_alloc_ns = t;
+    if (!s->is_kept)
+        return;
+    tl_advance(p, t);
+    heap_up(p, s, size, t);
+    tl_note(p, t);
+    if (!in_window(a, t))
+        return;
+    s->allocations++;
+    s->bytes += size;
+    a->totals.allocations++;
+    a->totals.bytes += size;
+    int k = hist_bucket(size);
+    a->hist[k].count++;
+    a->hist[k].bytes += size;
+    if (th) {
+        th->allocations++;
+        th->bytes += size;
     }
-    early_t e;
-    if (p->nearly && take_early(p, key, &e))
-        do_free(p, b, e.thread, e.time_ns > r->time_ns ? e.time_ns : r->time_ns);
 }
 
 static void on_free(pass_t* p, const rd_record_t* r) {
-    uint64_t key = key_of(r->u[1], r->u[2]);
-    blk_t* b = bs_find(&p->blocks, key);
-    if (b) {
-        do_free(p, b, r->u[0], r->time_ns);
+    aggregate_t* a = p->a;
+    uint64_t size = r->u[0], stack = r->u[1];
+    int64_t t = r->time_ns;
+    ag_site_t* s = site_of(p, stack);
+    life_t* l = r->u[2] ? life_at(p, r->u[2]) : NULL;
+    if (l)
+        life_release(l);
+    if (!s->is_kept)
         return;
+    tl_advance(p, t);
+    heap_down(p, s, size);
+    tl_note(p, t);
+    if (!in_window(a, t))
+        return;
+    ag_thread_t* th = thread_at(p, r->thread);
+    s->frees++;
+    a->totals.frees++;
+    a->totals.freed_bytes += size;
+    if (th) {
+        th->frees++;
+        th->freed_bytes += size;
     }
-    if (p->nearly >= (1u << 20))
-        return; // a damaged trace, not threads drained out of order: stop remembering
-    early_t* fresh = md_grow(p->early, &p->early_cap, p->nearly + 1, sizeof *fresh);
+    // A temporary's block was its thread's latest allocation: that ALLOC's time tells whether
+    // it was made inside the window too.
+    if (r->is_temporary && (!th || in_window(a, th->last_alloc_ns))) {
+        s->temporary++;
+        s->temporary_bytes += size;
+        a->totals.temporary++;
+        a->totals.temporary_bytes += size;
+        if (th)
+            th->temporary++;
+    }
+}
+
+static void on_inherit(pass_t* p, const rd_record_t* r) {
+    uint64_t size = r->u[1], stack = r->u[2];
+    ag_site_t* s = site_of(p, stack);
+    life_add(p, r->u[4], 0, 1, r->u[5]);
+    if (s->is_kept) { // alive before the trace began: part of the level, not the window
+        tl_advance(p, 0);
+        heap_up(p, s, size, 0);
+        tl_note(p, 0);
+    }
+}
+
+// The address map of the last scan: its verdicts, each a block with its address.
+static void on_verdict(pass_t* p, const rd_record_t* r) {
+    aggregate_t* a = p->a;
+    if (r->u[0] >= HL_LEAK_COUNT || a->nexit_map >= AG_MAP_MAX)
+        return;
+    ag_block_t* fresh = md_grow(a->exit_map, &a->exit_map_cap, a->nexit_map + 1, sizeof *fresh);
     if (!fresh) {
         p->failed = 1;
         return;
     }
-    p->early = fresh;
-    p->early[p->nearly++] = (early_t){.key = key, .thread = r->u[0], .time_ns = r->time_ns};
-}
-
-static void on_inherit(pass_t* p, const rd_record_t* r) {
-    blk_t* b = bs_put(&p->blocks, key_of(r->u[0], r->u[1]));
-    if (!b) {
-        p->failed = 1;
-        return;
-    }
-    uint64_t stack = r->u[4];
-    ag_site_t* s = site_of(p, stack);
-    b->addr = r->u[2];
-    b->size = r->u[3];
-    b->stack = (uint32_t)(stack < p->a->nstacks ? stack : 0);
-    b->kind = HL_KIND_UNSCANNED;
-    if (s->is_kept) {
-        b->flags |= BLK_KEPT; // alive before the trace began: part of the level, not the window
-        tl_advance(p, 0);
-        heap_up(p, s, b->size, 0);
-        tl_note(p, 0);
-    }
+    a->exit_map = fresh;
+    a->exit_map[a->nexit_map++] = (ag_block_t){.addr = r->u[1], .size = r->u[2],
+                                               .kind = (int)r->u[0]};
 }
 
 static int on_record(const rd_record_t* r, void* arg) {
@@ -471,9 +438,9 @@ static int on_record(const rd_record_t* r, void* arg) {
     case REC_MUNMAP:
         tl_advance(p, r->time_ns);
         if (r->tag == REC_MMAP)
-            p->mapped += r->u[2];
+            p->mapped += r->u[1];
         else
-            p->mapped -= r->u[2] < p->mapped ? r->u[2] : p->mapped;
+            p->mapped -= r->u[1] < p->mapped ? r->u[1] : p->mapped;
         if (in_window(a, r->time_ns) && p->mapped > a->mapped_peak)
             a->mapped_peak = p->mapped;
         tl_note(p, r->time_ns);
@@ -484,6 +451,13 @@ static int on_record(const rd_record_t* r, void* arg) {
         if (in_window(a, r->time_ns) && p->rss > a->rss_peak)
             a->rss_peak = p->rss;
         tl_note(p, r->time_ns);
+        break;
+    case REC_SCAN:
+        a->has_exit_map = 1;
+        a->nexit_map = 0; // a later scan supersedes an earlier one
+        break;
+    case REC_VERDICT:
+        on_verdict(p, r);
         break;
     default:
         break;
@@ -503,28 +477,49 @@ static int compile_filter(regex_t* rx, const char* re, char* err, size_t errlen)
     return 0;
 }
 
-// What is still live: leaked, with the model's verdicts (its block table has the same ids).
+// n of total blocks spread over the kinds in proportion to blocks[] (the rest one by one).
+static void split_kinds(const uint64_t blocks[HL_NKINDS], uint64_t total, uint64_t n,
+                        uint64_t out[HL_NKINDS]) {
+    uint64_t given = 0;
+    for (int k = 0; k < HL_NKINDS; k++) {
+        out[k] = n == total ? blocks[k] : (uint64_t)((unsigned __int128)blocks[k] * n / total);
+        given += out[k];
+    }
+    for (int k = HL_NKINDS - 1; k >= 0 && given < n; k--) {
+        uint64_t room = blocks[k] - out[k], add = room < n - given ? room : n - given;
+        out[k] += add;
+        given += add;
+    }
+}
+
+// What is live at the end and was made in the window: leaked, of the kinds the model's last
+// scan gave the site's blocks (model_site_kinds). With a window that cuts through a site's
+// life, which of its blocks those are is life_t's estimate, their kinds in proportion.
 static void finish_leaks(pass_t* p) {
     aggregate_t* a = p->a;
-    model_t* m = p->m;
-    const md_block_t* mb;
-    for (bs_iter_t it = {0}; (mb = bs_next(&m->blocks, &it));) {
-        blk_t* b = bs_find(&p->blocks, mb->key);
-        if (b && mb->kind < HL_NKINDS)
-            b->kind = mb->kind;
-    }
-    const blk_t* b;
-    for (bs_iter_t it = {0}; (b = bs_next(&p->blocks, &it));) {
-        if ((b->flags & (BLK_IN_WINDOW | BLK_KEPT)) != (BLK_IN_WINDOW | BLK_KEPT))
+    const model_t* m = p->m;
+    for (size_t i = 1; i < m->nsites; i++) {
+        const md_site_t* ms = &m->sites[i];
+        uint64_t kinds[HL_NKINDS];
+        uint64_t total = model_site_kinds(ms, kinds);
+        const life_t* l = i < p->life_cap ? &p->life[i] : NULL;
+        uint64_t inside = l ? level(l->inside) : 0, n = inside < total ? inside : total;
+        if (!n)
             continue;
-        ag_site_t* s = site_of(p, b->stack);
-        s->leaked_bytes += b->size;
-        s->leaked_blocks++;
-        s->leaked_kind_bytes[b->kind] += b->size;
-        a->totals.leaked_bytes += b->size;
-        a->totals.leaked_blocks++;
-        a->totals.leaks[b->kind].bytes += b->size;
-        a->totals.leaks[b->kind].blocks++;
+        ag_site_t* s = site_of(p, ms->stack);
+        if (!s->is_kept)
+            continue;
+        uint64_t part[HL_NKINDS];
+        split_kinds(kinds, total, n, part);
+        for (int k = 0; k < HL_NKINDS; k++) {
+            s->leaked_kind_bytes[k] += part[k] * ms->size;
+            a->totals.leaks[k].bytes += part[k] * ms->size;
+            a->totals.leaks[k].blocks += part[k];
+        }
+        s->leaked_bytes += n * ms->size;
+        s->leaked_blocks += n;
+        a->totals.leaked_bytes += n * ms->size;
+        a->totals.leaked_blocks += n;
     }
 }
 
@@ -568,7 +563,6 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 
     pass_t p = {.a = a, .m = m, .ctx = c, .filter = o->filter ? &rx : NULL, .cur = -1};
     rd_result_t res;
-    bs_init(&p.blocks, sizeof(blk_t));
     rc = rd_read_file(path, on_record, &p, &res);
     if (rc == 0 && p.failed)
         rc = -ENOMEM;
@@ -588,15 +582,13 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     }
     if (o->filter)
         regfree(&rx);
-    bs_free(&p.blocks);
-    free(p.seq);
-    free(p.early);
+    free(p.life);
     return rc;
 }
 
 void aggregate_free(aggregate_t* a) {
     free(a->site_slot);
-    free(a->peak_map);
+    free(a->exit_map);
     free(a->timeline);
     free(a->sites);
     free(a->threads);

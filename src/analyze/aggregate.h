@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // aggregate.h - a second streaming pass over a trace for the views people look at: the heap
 // over time, per call site numbers (peak, leaked, temporary), an allocation size histogram and
-// per-thread totals. Memory grows with the live blocks and the distinct stacks, never with events.
+// per-thread totals. Memory grows with the distinct stacks and allocation sites, never with the
+// events or the live blocks.
 #ifndef HL_AGGREGATE_H
 #define HL_AGGREGATE_H
 
@@ -34,7 +35,8 @@ typedef struct ag_site_s {
     uint64_t allocations, bytes;       // allocated in the window
     uint64_t frees;
     uint64_t peak_bytes, peak_blocks;  // live at the peak
-    uint64_t leaked_bytes, leaked_blocks; // allocated in the window, live at the end
+    uint64_t leaked_bytes, leaked_blocks; // allocated in the window, live at the end (with a
+                                          // window: estimated, see aggregate.c)
     uint64_t leaked_kind_bytes[HL_NKINDS];
     uint64_t temporary, temporary_bytes;
     uint64_t live_bytes, live_blocks;  // scratch during the pass; live at the end afterwards
@@ -49,7 +51,16 @@ typedef struct ag_thread_s {
     uint32_t index;
     uint32_t tid; // 0 when the trace never named it
     uint64_t allocations, bytes, frees, freed_bytes, temporary;
+    int64_t last_alloc_ns; // scratch: its latest ALLOC (a temporary's allocation)
 } ag_thread_t;
+
+// A block of the address map: where the last scan found it, and its verdict (HL_LEAK_*).
+typedef struct ag_block_s {
+    uint64_t addr, size;
+    int kind;
+} ag_block_t;
+
+#define AG_MAP_MAX 200000 // blocks of the address map kept (the lowest addresses)
 
 typedef struct ag_totals_s {
     uint64_t allocations, bytes, frees, freed_bytes;
@@ -77,8 +88,9 @@ typedef struct aggregate_s {
     size_t nthreads;
     ag_totals_t totals;
     int is_filtered;
-    uint64_t (*peak_map)[2]; // (address, size) of every block live at the peak; unfiltered only
-    size_t npeak_map;
+    int has_exit_map;     // the trace has a scan: exit_map holds its verdicts' blocks
+    ag_block_t* exit_map; // in the scan's order (address order), at most AG_MAP_MAX
+    size_t nexit_map, exit_map_cap;
 } aggregate_t;
 
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
-// model.c - folds the record stream into the model (see model.h). Blocks are matched by their
-// id (thread, n-th ALLOC of that thread), never by address, so reuse of an address across
-// threads cannot confuse a free with the wrong allocation.
+// model.c - folds the record stream into the model (see model.h). A release names its block's
+// size and stack (the reader resolves its site), so levels, per-stack and per-site numbers move
+// with each record and no block is ever looked up.
 #define _GNU_SOURCE
 #include "model.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../common/compiler.h"
+#include "leaks.h"
 
 static const char* fn_names[HL_FN_COUNT] = {
     [HL_FN_MALLOC] = "malloc",
@@ -69,115 +72,74 @@ void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Live blocks (blocks.h)
-// ---------------------------------------------------------------------------------------------
-static inline uint64_t block_key(uint64_t thread, uint64_t seq) { return bs_key(thread, seq); }
-static md_block_t* block_put(model_t* m, uint64_t key) { return bs_put(&m->blocks, key); }
-static md_block_t* block_find(model_t* m, uint64_t key) { return bs_find(&m->blocks, key); }
-
-// ---------------------------------------------------------------------------------------------
 // Records
 // ---------------------------------------------------------------------------------------------
 static md_stack_t* stack_of(model_t* m, uint64_t id) {
     return id < m->nstacks ? &m->stacks[id] : NULL;
 }
 
+// Site numbers come in order (format.h), so a new one is at most one past the last. Kept out
+// of line: the ALLOC path then needs few registers.
+static HL_NOINLINE md_site_t* site_new(model_t* m, uint64_t site, uint64_t size, uint64_t stack) {
+    if (site == 0 || site > (1ull << 32))
+        return NULL;
+    md_site_t* fresh = md_grow(m->sites, &m->sites_cap, site + 1, sizeof *fresh);
+    if (!fresh)
+        return NULL;
+    m->sites = fresh;
+    m->sites[site].size = size;
+    m->sites[site].stack = (uint32_t)stack;
+    m->nsites = site + 1;
+    return &m->sites[site];
+}
+
+static inline md_site_t* site_of(model_t* m, uint64_t site, uint64_t size, uint64_t stack) {
+    return hl_likely(site < m->nsites) ? &m->sites[site] : site_new(m, site, size, stack);
+}
+
+// Levels are compared as signed: a FREE_EXPLICIT ahead of its ALLOC takes them below the truth
+// for an instant, never to a huge number.
 static void heap_add(model_t* m, uint64_t size, int64_t t) {
     m->heap_bytes += size;
     m->heap_blocks++;
-    if (m->heap_bytes > m->peak_bytes) {
+    if ((int64_t)m->heap_bytes > (int64_t)m->peak_bytes) {
         m->peak_bytes = m->heap_bytes;
         m->peak_blocks = m->heap_blocks;
         m->peak_time_ns = t;
     }
 }
 
-static void release(model_t* m, md_block_t* b) {
-    m->heap_bytes -= b->size;
-    m->heap_blocks--;
-    md_stack_t* s = stack_of(m, b->stack);
-    if (s) {
-        s->live_blocks--;
-        s->live_bytes -= b->size;
-    }
-    bs_del(&m->blocks, b);
-}
-
-static int take_early_free(model_t* m, uint64_t key) {
-    for (size_t i = 0; i < m->nearly; i++) {
-        if (m->early_frees[i] == key) {
-            m->early_frees[i] = m->early_frees[--m->nearly];
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static md_block_t* add_block(model_t* m, uint64_t key, uint64_t addr, uint64_t size,
-                             uint64_t stack, uint64_t fn, int64_t t) {
-    md_block_t* b = block_put(m, key);
-    if (!b)
-        return NULL;
-    b->addr = addr;
-    b->size = size;
-    b->stack = (uint32_t)stack;
-    b->fn = (uint8_t)fn;
-    b->kind = HL_KIND_UNSCANNED;
-    heap_add(m, size, t);
-    md_stack_t* s = stack_of(m, stack);
-    if (s) {
-        s->live_blocks++;
-        s->live_bytes += size;
-    }
-    return b;
+// A new block of a site; `early` of its blocks were released before the site was named.
+static void site_add(model_t* m, const rd_record_t* r, uint64_t site, uint64_t size,
+                     uint64_t stack, uint64_t early) {
+    md_site_t* st = site_of(m, site, size, stack);
+    if (st)
+        st->live += 1 - (int64_t)early;
+    heap_add(m, size, r->time_ns);
 }
 
 static void on_alloc(model_t* m, const rd_record_t* r) {
-    uint64_t thread = r->u[0];
-    if (thread >= m->nthreads) {
-        size_t cap = m->nthreads;
-        uint64_t* fresh = md_grow(m->thread_allocs, &cap, thread + 1, sizeof(uint64_t));
-        if (!fresh)
-            return;
-        m->thread_allocs = fresh;
-        cap = m->nthreads;
-        uint32_t* tids = md_grow(m->thread_tids, &cap, thread + 1, sizeof(uint32_t));
-        if (!tids)
-            return;
-        m->thread_tids = tids;
-        m->nthreads = cap;
-    }
-    uint64_t key = block_key(thread, ++m->thread_allocs[thread]);
-    uint64_t size = r->u[2], stack = r->u[3], fn = r->u[4];
+    uint64_t size = r->u[0], stack = r->u[1];
     m->allocations++;
     m->bytes_allocated += size;
-    if (fn < HL_FN_COUNT)
-        m->calls[fn]++;
+    if (r->fn < HL_FN_COUNT)
+        m->calls[r->fn]++;
     md_stack_t* s = stack_of(m, stack);
     if (s) {
         s->allocations++;
         s->bytes += size;
     }
-    md_block_t* b = add_block(m, key, r->u[1], size, stack, fn, r->time_ns);
-    if (b && m->nearly && take_early_free(m, key))
-        release(m, b);
+    site_add(m, r, r->u[2], size, stack, r->u[3]);
 }
 
 static void on_free(model_t* m, const rd_record_t* r) {
     m->frees++;
-    if (r->u[3] < HL_FN_COUNT && r->u[3] != HL_FN_REALLOC && r->u[3] != HL_FN_REALLOCARRAY)
-        m->calls[r->u[3]]++;
-    uint64_t key = block_key(r->u[1], r->u[2]);
-    md_block_t* b = block_find(m, key);
-    if (b) {
-        release(m, b);
-        return;
-    }
-    uint64_t* fresh = md_grow(m->early_frees, &m->early_cap, m->nearly + 1, sizeof(uint64_t));
-    if (fresh) {
-        m->early_frees = fresh;
-        m->early_frees[m->nearly++] = key;
-    }
+    if (r->fn < HL_FN_COUNT && r->fn != HL_FN_REALLOC && r->fn != HL_FN_REALLOCARRAY)
+        m->calls[r->fn]++;
+    m->heap_bytes -= r->u[0];
+    m->heap_blocks--;
+    if (r->u[2] && r->u[2] < m->nsites)
+        m->sites[r->u[2]].live--;
 }
 
 static void on_module(model_t* m, const rd_record_t* r) {
@@ -258,25 +220,10 @@ static void on_error(model_t* m, const rd_record_t* r) {
     e->time_ns = r->time_ns;
 }
 
-static void on_verdict(model_t* m, const rd_record_t* r) {
-    md_block_t* b = block_find(m, block_key(r->u[0], r->u[1]));
-    if (!b || r->u[2] >= HL_LEAK_COUNT)
-        return;
-    b->kind = (uint8_t)r->u[2];
-    if (b->kind == HL_LEAK_INDIRECT && (r->u[3] || r->u[4])) {
-        // Its bytes are credited to the leader's record when records are built.
-        md_leader_t* fresh = md_grow(m->leaders, &m->leaders_cap, m->nleaders + 1, sizeof *fresh);
-        if (fresh) {
-            m->leaders = fresh;
-            m->leaders[m->nleaders++] = (md_leader_t){b->key, block_key(r->u[3], r->u[4])};
-        }
-    }
-}
-
-static int on_record(const rd_record_t* r, void* arg) {
-    model_t* m = arg;
-    if (r->time_ns > m->last_time_ns)
-        m->last_time_ns = r->time_ns;
+// Every record but ALLOC and FREE: a scan's verdicts end at the first other record.
+static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
+    if (hl_unlikely(m->run.is_open) && r->tag != REC_VERDICT)
+        leaks_run_end(m);
     switch (r->tag) {
     case REC_INFO:
         m->has_info = 1;
@@ -307,23 +254,17 @@ static int on_record(const rd_record_t* r, void* arg) {
     case REC_STACK:
         on_stack(m, r);
         break;
-    case REC_ALLOC:
-        on_alloc(m, r);
-        break;
-    case REC_FREE:
-        on_free(m, r);
-        break;
     case REC_MMAP:
         m->mmaps++;
         m->calls[HL_FN_MMAP]++;
-        m->mapped_bytes += r->u[2];
+        m->mapped_bytes += r->u[1];
         if (m->mapped_bytes > m->mapped_peak)
             m->mapped_peak = m->mapped_bytes;
         break;
     case REC_MUNMAP:
         m->munmaps++;
         m->calls[HL_FN_MUNMAP]++;
-        m->mapped_bytes = m->mapped_bytes > r->u[2] ? m->mapped_bytes - r->u[2] : 0;
+        m->mapped_bytes = m->mapped_bytes > r->u[1] ? m->mapped_bytes - r->u[1] : 0;
         break;
     case REC_SAMPLE:
         if (r->u[3] > m->rss_peak)
@@ -332,18 +273,14 @@ static int on_record(const rd_record_t* r, void* arg) {
     case REC_ERROR:
         on_error(m, r);
         break;
-    case REC_INHERIT:
-        add_block(m, block_key(r->u[0], r->u[1]), r->u[2], r->u[3], r->u[4], r->u[5], 0);
+    case REC_INHERIT: // alive before the trace began: part of the level, not an allocation
+        site_add(m, r, r->u[4], r->u[1], r->u[2], r->u[5]);
         break;
     case REC_SCAN:
-        m->is_scanned = 1;
-        m->scan_flags = r->u[0];
-        md_block_t* b;
-        for (bs_iter_t it = {0}; (b = bs_next(&m->blocks, &it));)
-            b->kind = HL_LEAK_DEFINITE; // until its verdict says otherwise
+        leaks_scan(m, r);
         break;
     case REC_VERDICT:
-        on_verdict(m, r);
+        leaks_verdict(m, r);
         break;
     case REC_END:
         m->has_end = 1;
@@ -360,89 +297,41 @@ static int on_record(const rd_record_t* r, void* arg) {
     default:
         break;
     }
+}
+
+// ALLOC and FREE, nearly every record, go straight to their handlers.
+static int on_record(const rd_record_t* r, void* arg) {
+    model_t* m = arg;
+    if (r->time_ns > m->last_time_ns)
+        m->last_time_ns = r->time_ns;
+    if (hl_likely(r->tag == REC_ALLOC))
+        on_alloc(m, r);
+    else if (hl_likely(r->tag == REC_FREE))
+        on_free(m, r);
+    else
+        on_other(m, r);
     return 0;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Leak records: live blocks grouped by (kind, stack).
-// ---------------------------------------------------------------------------------------------
-static md_leak_record_t* record_new(model_t* m, int kind, uint32_t stack, size_t* cap) {
-    md_leak_record_t* fresh = md_grow(m->records, cap, m->nrecords + 1, sizeof *fresh);
-    if (!fresh)
-        return NULL;
-    m->records = fresh;
-    md_leak_record_t* rec = &m->records[m->nrecords++];
-    memset(rec, 0, sizeof *rec);
-    rec->kind = kind;
-    rec->stack = stack;
-    return rec;
-}
-
-static int cmp_record(const void* a, const void* b) {
-    const md_leak_record_t *x = a, *y = b;
-    if (x->kind != y->kind)
-        return x->kind - y->kind;
-    uint64_t tx = x->bytes + x->indirect_bytes, ty = y->bytes + y->indirect_bytes;
-    return tx < ty ? 1 : tx > ty ? -1 : (x->stack > y->stack) - (x->stack < y->stack);
-}
-
-static inline size_t key_slot(uint64_t k, size_t mask) {
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h ^ (h >> 32)) & mask;
-}
-
-// A small index from (kind, stack) to record, rebuilt once, so grouping is linear.
-static void build_records(model_t* m) {
-    size_t cap = 0;
-    size_t idx_cap = 1;
-    while (idx_cap < m->blocks.used * 2 + 16)
-        idx_cap *= 2;
-    int64_t* idx = malloc(idx_cap * sizeof *idx);
-    if (!idx)
-        return;
-    for (size_t i = 0; i < idx_cap; i++)
-        idx[i] = -1;
-    md_block_t* b;
-    for (bs_iter_t it = {0}; (b = bs_next(&m->blocks, &it));) {
-        int kind = b->kind;
-        m->leaks[kind].bytes += b->size;
-        m->leaks[kind].blocks++;
-        uint64_t k = ((uint64_t)b->stack << 3) | (uint64_t)kind;
-        size_t j = key_slot(k + 1, idx_cap - 1);
-        while (idx[j] >= 0 && ((uint64_t)m->records[idx[j]].stack << 3 | (uint64_t)m->records[idx[j]].kind) != k)
-            j = (j + 1) & (idx_cap - 1);
-        if (idx[j] < 0) {
-            md_leak_record_t* rec = record_new(m, kind, b->stack, &cap);
-            if (!rec)
-                continue;
-            idx[j] = (int64_t)(rec - m->records);
-        }
-        md_leak_record_t* rec = &m->records[idx[j]];
-        rec->bytes += b->size;
-        rec->blocks++;
-    }
-    // Indirect blocks credit their leader's record (memcheck's "(direct, indirect)").
-    for (size_t i = 0; i < m->nleaders; i++) {
-        const md_block_t* b = block_find(m, m->leaders[i].key);
-        const md_block_t* leader = block_find(m, m->leaders[i].leader_key);
-        if (!b || !leader || b->kind != HL_LEAK_INDIRECT)
-            continue;
-        uint64_t k = ((uint64_t)leader->stack << 3) | (uint64_t)leader->kind;
-        size_t j = key_slot(k + 1, idx_cap - 1);
-        while (idx[j] >= 0 && ((uint64_t)m->records[idx[j]].stack << 3 | (uint64_t)m->records[idx[j]].kind) != k)
-            j = (j + 1) & (idx_cap - 1);
-        if (idx[j] >= 0) {
-            m->records[idx[j]].indirect_bytes += b->size;
-            m->records[idx[j]].indirect_blocks++;
+// Once read: what lives at the end, per stack, from the sites. A level below zero can only be a
+// FREE_EXPLICIT whose ALLOC the trace never got to (cut short): count it as nothing.
+static void finish_levels(model_t* m) {
+    if ((int64_t)m->heap_bytes < 0 || (int64_t)m->heap_blocks < 0)
+        m->heap_bytes = m->heap_blocks = 0;
+    for (size_t i = 1; i < m->nsites; i++) {
+        md_site_t* st = &m->sites[i];
+        if (st->live < 0)
+            st->live = 0;
+        md_stack_t* s = stack_of(m, st->stack);
+        if (s) {
+            s->live_blocks += (uint64_t)st->live;
+            s->live_bytes += (uint64_t)st->live * st->size;
         }
     }
-    free(idx);
-    qsort(m->records, m->nrecords, sizeof *m->records, cmp_record);
 }
 
 int model_load(model_t* m, const char* path) {
     memset(m, 0, sizeof *m);
-    bs_init(&m->blocks, sizeof(md_block_t));
     int rc = rd_read_file(path, on_record, m, &m->read);
     if (rc != 0)
         return rc;
@@ -451,9 +340,11 @@ int model_load(model_t* m, const char* path) {
             snprintf(m->read.message, sizeof m->read.message, "trace holds no records");
         return -EINVAL;
     }
-    // Early frees whose allocation never came are dropped; they cannot be attributed.
-    build_records(m);
-    bs_shrink(&m->blocks); // sized for the peak; what is left is the blocks alive at the end
+    finish_levels(m);
+    if (leaks_finish(m) != 0) {
+        snprintf(m->read.message, sizeof m->read.message, "out of memory");
+        return -ENOMEM;
+    }
     return 0;
 }
 
@@ -467,17 +358,17 @@ void model_free(model_t* m) {
         free(m->stacks[i].ips);
     free(m->mods);
     free(m->stacks);
-    free(m->thread_allocs);
-    free(m->thread_tids);
-    bs_free(&m->blocks);
-    free(m->leaders);
-    free(m->early_frees);
+    free(m->sites);
+    leaks_free(m);
     free(m->errors);
-    free(m->records);
     free(m->exe);
     free(m->argv);
     free(m->exec_path);
     memset(m, 0, sizeof *m);
+}
+
+const md_site_t* model_site(const model_t* m, uint64_t site) {
+    return site && site < m->nsites ? &m->sites[site] : NULL;
 }
 
 const md_module_t* model_module_of(const model_t* m, uint64_t ip) {

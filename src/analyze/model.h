@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // model.h - what a trace says, aggregated while it streams: the process, its modules and
-// stacks, totals and peak, heap errors, and leak records by (kind, stack). Memory grows with
-// the live blocks and the distinct stacks, never with the number of events.
+// stacks, totals and peak, heap errors, and leak records by (kind, stack). Every number comes
+// from the sizes and stacks of allocations and releases, so memory grows with the distinct
+// stacks and allocation sites, never with the events or the live blocks (the one exception:
+// while a scan's verdicts stream, its definitely and indirectly lost blocks, to tie the ones
+// to the others).
 #ifndef HL_MODEL_H
 #define HL_MODEL_H
 
@@ -9,7 +12,6 @@
 #include <stdint.h>
 
 #include "../common/format.h"
-#include "blocks.h"
 #include "reader.h"
 
 #define HL_KIND_UNSCANNED HL_LEAK_COUNT // a leak kind for traces that never got their scan
@@ -36,26 +38,42 @@ typedef struct md_stack_s {
     uint64_t ip;          // this stack's innermost frame
     uint64_t allocations; // ALLOC records naming this stack
     uint64_t bytes;
-    uint64_t live_blocks, live_bytes;
+    uint64_t live_blocks, live_bytes; // at the end (from its sites, once loaded)
 } md_stack_t;
 
-typedef struct md_block_s {
-    uint64_t key; // thread << 40 | seq (blocks.h); 0 = empty
-    uint64_t addr;
-    uint64_t size : 48;
-    uint64_t fn : 8;
-    uint64_t kind : 8; // HL_LEAK_* after the scan, HL_KIND_UNSCANNED before
+// An allocation site (format.h): blocks of one size from one stack, which the trace does not
+// tell apart.
+typedef struct md_site_s {
+    uint64_t size;
     uint32_t stack;
-} md_block_t;
+    uint32_t verdicts[HL_LEAK_COUNT]; // the last scan's verdicts on its blocks, by kind
+    int64_t live; // blocks live now; can dip below the truth while a block released by
+                  // FREE_EXPLICIT waits for its ALLOC (0 at worst once loaded)
+} md_site_t;
 
 // An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new
 // ones zeroed). Returns the array (p if it was big enough), or NULL when memory runs out.
 void* md_grow(void* p, size_t* cap, size_t need, size_t elem);
 
-// An indirectly lost block and the definitely lost one it is reached through.
-typedef struct md_leader_s {
-    uint64_t key, leader_key;
-} md_leader_t;
+// A scan's verdicts as they stream (leaks.c): its definitely lost blocks by address, and the
+// indirectly lost ones by the address of their leader, which may come later in the scan.
+typedef struct md_lost_s {
+    uint64_t addr;
+    uint32_t stack;
+} md_lost_t;
+
+typedef struct md_reached_s {
+    uint64_t leader, size;
+} md_reached_t;
+
+typedef struct md_run_s {
+    int is_open;      // VERDICT records are streaming
+    int is_unsorted;  // a definitely lost block came below the one before it
+    md_lost_t* lost;
+    size_t nlost, lost_cap;
+    md_reached_t* reached;
+    size_t nreached, reached_cap;
+} md_run_t;
 
 typedef struct md_error_s {
     int kind;
@@ -101,15 +119,10 @@ typedef struct model_s {
     size_t nmods, mods_cap;
     md_stack_t* stacks; // by id
     size_t nstacks;
-    uint64_t* thread_allocs; // ALLOC count per thread index, for block ids
-    uint32_t* thread_tids;
-    size_t nthreads;
+    md_site_t* sites; // by site number; sites[0] unused
+    size_t nsites;    // the highest site number seen, plus one
+    size_t sites_cap;
     uint64_t threads_seen; // threads that allocated or released anything
-    bs_t blocks; // live blocks (md_block_t), by id
-    md_leader_t* leaders; // from the scan's verdicts
-    size_t nleaders, leaders_cap;
-    uint64_t* early_frees; // FREE before its ALLOC (threads drained out of order)
-    size_t nearly, early_cap;
     // totals
     uint64_t allocations, frees, bytes_allocated;
     uint64_t heap_bytes, heap_blocks, peak_bytes, peak_blocks;
@@ -120,10 +133,13 @@ typedef struct model_s {
     // heap errors
     md_error_t* errors;
     size_t nerrors, errors_cap;
-    // leaks
+    // leaks: the last scan's verdicts, and blocks live at the end that no verdict covers
     md_kind_total_t leaks[HL_NKINDS];
     md_leak_record_t* records;
-    size_t nrecords;
+    size_t nrecords, records_cap;
+    uint32_t* record_slots; // (kind, stack) -> 1 + index into records; a power of two of them
+    size_t record_mask;
+    md_run_t run;
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;
@@ -132,6 +148,14 @@ typedef struct model_s {
 // (m->read tells), or -errno with m->read.message set.
 int model_load(model_t* m, const char* path);
 void model_free(model_t* m);
+
+// The site with this number, or NULL.
+const md_site_t* model_site(const model_t* m, uint64_t site);
+
+// How many of the blocks of site s live at the end are of each kind (HL_LEAK_* and
+// HL_KIND_UNSCANNED): the last scan's verdicts, and as unscanned the blocks beyond them (all of
+// them without a scan). Returns the total.
+uint64_t model_site_kinds(const md_site_t* s, uint64_t blocks[HL_NKINDS]); // leaks.c
 
 // The stack with this id with its frames filled in (innermost first), or NULL.
 const md_stack_t* model_stack(model_t* m, uint32_t id);

@@ -72,24 +72,19 @@ int report_html(FILE* out, const char* json_text, size_t json_len) {
 }
 
 #define HTML_MAX_SITES 20000  // the page merges small frames anyway; this bounds the file
-#define HTML_MAX_BLOCKS 200000
 
-// "address_map": {"peak": [[addr, size, "live"], ...], "exit": [[addr, size, state], ...]}:
-// the blocks live at the peak (the second pass's snapshot) and at the end, with the scan's
-// verdict as state.
-static void json_address_map(FILE* out, const model_t* m, const aggregate_t* a) {
-    fputs(",\n  \"address_map\": {\"peak\": [", out);
-    for (size_t i = 0; i < a->npeak_map && i < HTML_MAX_BLOCKS; i++)
-        fprintf(out, "%s[%llu, %llu, \"live\"]", i ? ", " : "",
-                (unsigned long long)a->peak_map[i][0], (unsigned long long)a->peak_map[i][1]);
-    fputs("], \"exit\": [", out);
-    size_t n = 0;
-    const md_block_t* b;
-    for (bs_iter_t it = {0}; n < HTML_MAX_BLOCKS && (b = bs_next(&m->blocks, &it));) {
+// "address_map": {"exit": [[addr, size, state], ...]}: the blocks of the last scan with its
+// verdicts (at most AG_MAP_MAX, the lowest addresses). No map without a scan: the trace tells
+// where blocks lay only in its verdicts, and the page says so when the key is missing.
+static void json_address_map(FILE* out, const aggregate_t* a) {
+    if (!a->has_exit_map)
+        return;
+    fputs(",\n  \"address_map\": {\"exit\": [", out);
+    for (size_t i = 0; i < a->nexit_map; i++) {
+        const ag_block_t* b = &a->exit_map[i];
         const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
-        fprintf(out, "%s[%llu, %llu, \"%s\"]", n ? ", " : "", (unsigned long long)b->addr,
+        fprintf(out, "%s[%llu, %llu, \"%s\"]", i ? ", " : "", (unsigned long long)b->addr,
                 (unsigned long long)b->size, state);
-        n++;
     }
     fputs("]}", out);
 }
@@ -126,7 +121,7 @@ int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, con
         ag_view_opts_t v = {.summary = 1, .histogram = 1, .timeline = 1, .threads = 1,
                             .top = HTML_MAX_SITES, .sort = AG_METRIC_BYTES};
         ag_views_json(mem, ctx, &a, &v);
-        json_address_map(mem, report_model(ctx), &a);
+        json_address_map(mem, &a);
         fputs("\n}\n", mem);
     } else if (rc == 0) {
         rc = -EINVAL;

@@ -18,8 +18,8 @@ typedef struct report_opts_s report_opts_t;
 
 // The whole page for a loaded trace: report_json's object plus every view of a second pass over
 // the trace (aggregate.h: summary, sites, histogram, timeline, threads) and the address map of
-// the blocks live at exit, embedded in the page. trace is the file the model came from. Returns
-// 0, or -errno (err: a one-line reason) when the pass or the writing failed.
+// the blocks the last scan judged, embedded in the page. trace is the file the model came
+// from. Returns 0, or -errno (err: a one-line reason) when the pass or the writing failed.
 int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
                       char* err, size_t errlen);
 

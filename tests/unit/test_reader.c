@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // test_reader.c - the decoder and the model on traces built byte by byte: a well-formed trace
-// gives exact totals, peak and leak records; every truncation point and every flipped byte
-// ends decoding with a message, never a crash.
+// gives exact totals, peak and leak records; chunks decode as parts of one stream; a damaged
+// chunk ends the trace with its offset; every truncation point and every flipped byte ends
+// decoding with a message, never a crash.
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,53 +15,47 @@
 #include "harness.h"
 #include "trace_builder.h"
 
-// Thread 1 allocates 100 (stack 1), 200 (stack 2), 300 (stack 1); frees the 200; the scan
+static char tmp_path[64];
+static void write_file(const uint8_t* data, size_t len) { write_bytes(tmp_path, data, len); }
+
+static buf_t* new_buf(void) {
+    buf_t* b = calloc(1, sizeof *b);
+    if (b)
+        rec_info(b, 42);
+    return b;
+}
+
+// Thread 1 allocates 100 (stack 3), 200 (stack 4), 300 (stack 3); frees the 200; the scan
 // says the 100 is definitely lost and the 300 still reachable.
 static void build_records(buf_t* r) {
-    tag(r, REC_INFO);
-    u(r, 42), u(r, 1), u(r, 0), u(r, 32), u(r, 8), u(r, HL_INFO_FROM_START);
-    str(r, "/bin/prog");
-    str(r, "prog");
-    u(r, 0);
-    // Stack 2 is main (0x1010) alone; stack 1 is f (0x1000) called from main.
-    tag(r, REC_STACK);
-    sv(r, 2), u(r, 2), sv(r, 0x1010);   // id 2, parent 0
-    tag(r, REC_STACK);
-    sv(r, 1), u(r, 1), sv(r, -0x10);    // id 3, parent 2
-    tag(r, REC_STACK);
-    sv(r, 1), u(r, 4), sv(r, 0x0);      // id 4, parent 0
-    tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x5000), u(r, 100), u(r, 3), u(r, HL_FN_MALLOC);
-    tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 200), u(r, 4), u(r, HL_FN_NEW);
-    tag(r, REC_ALLOC);
-    u(r, 1), sv(r, 10), sv(r, 0x100), u(r, 300), u(r, 3), u(r, HL_FN_CALLOC);
-    tag(r, REC_FREE);
-    u(r, 1), sv(r, 10), u(r, 1), sv(r, 1), u(r, HL_FN_DELETE); // block (1, 3 - 1)
-    tag(r, REC_SCAN);
-    sv(r, 10), u(r, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT), u(r, 2);
-    tag(r, REC_VERDICT);
-    u(r, 1), u(r, 1), u(r, HL_LEAK_DEFINITE), u(r, 0), u(r, 0);
-    tag(r, REC_VERDICT);
-    u(r, 1), u(r, 3), u(r, HL_LEAK_REACHABLE), u(r, 0), u(r, 0);
-    tag(r, REC_END);
-    sv(r, 10), u(r, HL_END_EXIT), u(r, 0);
+    // Stack 2 is main (0x1010) alone; stack 3 is f (0x1000) called from main.
+    rec_stack(r, 2, 0, 0x1010);
+    rec_stack(r, 3, 2, 0x1000);
+    rec_stack(r, 4, 0, 0x1000);
+    rec_switch(r, 1);
+    rec_time(r, 10);
+    rec_alloc(r, HL_FN_MALLOC, 100, 3);
+    rec_alloc(r, HL_FN_NEW, 200, 4);
+    rec_alloc(r, HL_FN_CALLOC, 300, 3);
+    rec_free(r, HL_FN_DELETE, 200, 4);
+    rec_scan(r, 20, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT, 2);
+    rec_verdict(r, HL_LEAK_DEFINITE, 0x5000, 100, 3, HL_FN_MALLOC, 0);
+    rec_verdict(r, HL_LEAK_REACHABLE, 0x5100, 300, 3, HL_FN_CALLOC, 0);
+    rec_end(r, 30);
 }
 
 static size_t build_file(uint8_t* out, size_t cap) {
-    buf_t* raw = calloc(1, sizeof *raw);
+    buf_t* raw = new_buf();
     build_records(raw);
     size_t n = trace_file(out, cap, raw);
     free(raw);
     return n;
 }
 
-static char tmp_path[64];
-static void write_file(const uint8_t* data, size_t len) { write_bytes(tmp_path, data, len); }
-
 TEST(model_totals_peak_and_leaks) {
     uint8_t file[1 << 16];
     size_t n = build_file(file, sizeof file);
+    ASSERT_TRUE(n > 0);
     write_file(file, n);
     model_t m;
     ASSERT_TRUE(model_load(&m, tmp_path) == 0);
@@ -68,12 +64,18 @@ TEST(model_totals_peak_and_leaks) {
     EXPECT_EQ_U(m.frees, 1);
     EXPECT_EQ_U(m.bytes_allocated, 600);
     EXPECT_EQ_U(m.peak_bytes, 600);
+    EXPECT_EQ_I(m.peak_time_ns, 10000);
     EXPECT_EQ_U(m.heap_bytes, 400);
+    EXPECT_EQ_U(m.heap_blocks, 2);
     EXPECT_EQ_U(m.calls[HL_FN_NEW], 1);
     EXPECT_EQ_U(m.calls[HL_FN_DELETE], 1);
+    EXPECT_EQ_U(m.stacks[3].live_bytes, 400);
+    EXPECT_EQ_U(m.stacks[3].live_blocks, 2);
+    EXPECT_EQ_U(m.stacks[4].live_bytes, 0);
     EXPECT_TRUE(m.is_scanned);
     EXPECT_EQ_U(m.leaks[HL_LEAK_DEFINITE].bytes, 100);
     EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].bytes, 300);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 0);
     EXPECT_EQ_U(m.nrecords, 2);
     EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
     EXPECT_EQ_U(m.records[0].stack, 3);
@@ -85,6 +87,435 @@ TEST(model_totals_peak_and_leaks) {
     EXPECT_TRUE(model_stack(&m, 99) == NULL);
     EXPECT_TRUE(m.has_end);
     EXPECT_TRUE(!m.read.is_truncated && !m.read.is_corrupt);
+    model_free(&m);
+}
+
+// Records as the callback sees them.
+typedef struct seen_s {
+    rd_record_t r[64];
+    int n;
+} seen_t;
+
+static int keep(const rd_record_t* r, void* arg) {
+    seen_t* s = arg;
+    if (s->n < 64)
+        s->r[s->n++] = *r;
+    return 0;
+}
+
+static const rd_record_t* nth_of(const seen_t* s, int tag, int nth) {
+    for (int i = 0; i < s->n; i++)
+        if (s->r[i].tag == tag && nth-- == 0)
+            return &s->r[i];
+    return NULL;
+}
+
+// A heap event takes the last SWITCH and the last timed record, across chunks; "dt" deltas
+// restart at each chunk; a release comes with its site's size and stack.
+TEST(heap_events_take_current_thread_and_time) {
+    buf_t* b = new_buf();
+    ASSERT_TRUE(b != NULL);
+    tw_t w;
+    ASSERT_TRUE(tw_open(&w, 1 << 20, HL_TRACE_VERSION) == 0);
+    rec_switch(b, 3);
+    rec_time(b, 1000);
+    rec_alloc(b, HL_FN_NEW, 48, 7);
+    rec_sample(b, 1500, 48, 1, 0, 0); // a timed record: it sets the time too
+    rec_switch(b, 4);
+    rec_alloc(b, HL_FN_MALLOC, 16, 9);
+    ASSERT_TRUE(tw_chunk(&w, b, 0) == 0);
+    rec_free_temp(b, HL_FN_FREE, 16, 9); // before any time in this chunk: still 1500 us
+    rec_time(b, 2500);                   // absolute again: the chunk's deltas start at 0
+    rec_switch(b, 3);
+    rec_free(b, HL_FN_DELETE, 48, 7);
+    rec_free_explicit(b, HL_FN_FREE, 1, 16, 9);
+    rec_mmap(b, 0x7000, 4096, 7);
+    rec_end(b, 3000);
+    ASSERT_TRUE(tw_chunk(&w, b, 1) == 0);
+    write_file(w.data, w.len);
+    tw_close(&w);
+    free(b);
+
+    seen_t* s = calloc(1, sizeof *s);
+    rd_result_t res;
+    ASSERT_TRUE(rd_read_file(tmp_path, keep, s, &res) == 0);
+    EXPECT_EQ_U(res.chunks, 2);
+    EXPECT_TRUE(!res.is_corrupt && !res.is_truncated);
+    const rd_record_t* a0 = nth_of(s, REC_ALLOC, 0);
+    const rd_record_t* a1 = nth_of(s, REC_ALLOC, 1);
+    const rd_record_t* f0 = nth_of(s, REC_FREE, 0);
+    const rd_record_t* f1 = nth_of(s, REC_FREE, 1);
+    const rd_record_t* f2 = nth_of(s, REC_FREE, 2);
+    const rd_record_t* mm = nth_of(s, REC_MMAP, 0);
+    ASSERT_TRUE(a0 && a1 && f0 && f1 && f2 && mm);
+    EXPECT_EQ_U(a0->thread, 3);
+    EXPECT_EQ_I(a0->time_ns, 1000000);
+    EXPECT_EQ_U(a0->fn, HL_FN_NEW);
+    EXPECT_EQ_U(a0->u[0], 48);
+    EXPECT_EQ_U(a0->u[1], 7);
+    EXPECT_EQ_U(a0->u[2], 1);
+    EXPECT_EQ_U(a0->wire_tag, REC_ALLOC | HL_FN_NEW);
+    EXPECT_EQ_U(a1->thread, 4);
+    EXPECT_EQ_I(a1->time_ns, 1500000);
+    EXPECT_EQ_U(a1->u[2], 2);
+    EXPECT_EQ_U(f0->thread, 4);
+    EXPECT_EQ_I(f0->time_ns, 1500000);
+    EXPECT_TRUE(f0->is_temporary);
+    EXPECT_EQ_U(f0->u[0], 16);
+    EXPECT_EQ_U(f0->u[1], 9);
+    EXPECT_EQ_U(f0->u[2], 2);
+    EXPECT_EQ_U(f0->fn, HL_FN_FREE);
+    EXPECT_EQ_U(f1->thread, 3);
+    EXPECT_EQ_I(f1->time_ns, 2500000);
+    EXPECT_TRUE(!f1->is_temporary);
+    EXPECT_EQ_U(f1->u[0], 48);
+    EXPECT_EQ_U(f1->u[1], 7);
+    EXPECT_EQ_U(f1->fn, HL_FN_DELETE);
+    EXPECT_EQ_U(f2->wire_tag, REC_FREE_EXPLICIT);
+    EXPECT_TRUE(f2->is_temporary);
+    EXPECT_EQ_U(f2->u[0], 16);
+    EXPECT_EQ_U(f2->u[1], 9);
+    EXPECT_EQ_U(f2->u[2], 2); // its pair is site 2
+    EXPECT_EQ_U(mm->thread, 3);
+    EXPECT_EQ_U(mm->u[1], 4096);
+    EXPECT_EQ_U(mm->u[4], 7);
+    EXPECT_EQ_I(mm->time_ns, 2500000);
+    free(s);
+}
+
+// n ALLOC/FREE pairs of pseudo-random sizes on one thread: records zstd cannot squeeze much
+// the first time, and finds whole in its window the second time.
+static void churn(buf_t* b, int n) {
+    uint64_t x = 12345;
+    rec_switch(b, 1);
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t size = 1 + (x >> 33) % 5000, stack = 1 + (x >> 50) % 8;
+        rec_alloc(b, HL_FN_MALLOC, size, stack);
+        if (i % 3 != 2)
+            rec_free(b, HL_FN_FREE, size, stack);
+    }
+}
+
+// Three chunks of one stream: churn, the same churn again, the end. The second chunk's bytes
+// are the first's; zstd stores them as a reference into the history, so the second decodes
+// only after the first.
+static size_t build_stream(tw_t* w, buf_t* b, int with_end) {
+    if (tw_open(w, 4u << 20, HL_TRACE_VERSION) != 0)
+        return 0;
+    churn(b, 2000);
+    tw_chunk(w, b, 0);
+    churn(b, 2000);
+    tw_chunk(w, b, 0);
+    rec_end(b, 10);
+    tw_chunk(w, b, with_end);
+    return w->len;
+}
+
+static uint32_t rd32(const uint8_t* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+TEST(chunks_decode_as_one_stream) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(b && build_stream(&w, b, 1) > 0);
+    ASSERT_TRUE(w.nchunks == 3);
+    const uint8_t* c2 = w.data + w.chunk_at[1];
+    EXPECT_TRUE(rd32(c2 + 4) * 20 < rd32(c2 + 8)); // stored far below raw: it is a back-reference
+    write_file(w.data, w.len);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_EQ_U(m.read.chunks, 3);
+    EXPECT_TRUE(!m.read.is_corrupt && !m.read.is_truncated);
+    EXPECT_EQ_U(m.allocations, 4000);
+    EXPECT_EQ_U(m.frees, 2 * 1334);
+    EXPECT_EQ_U(m.heap_blocks, 2 * 666);
+    EXPECT_TRUE(m.has_end);
+    model_free(&m);
+
+    // The second chunk after a file header alone: without the history it cannot decode.
+    uint8_t* alone = malloc(w.len);
+    size_t n2 = HL_CHUNK_HEADER_SIZE + rd32(c2 + 4);
+    memcpy(alone, w.data, HL_FILE_HEADER_SIZE);
+    memcpy(alone + HL_FILE_HEADER_SIZE, c2, n2);
+    write_file(alone, HL_FILE_HEADER_SIZE + n2);
+    rd_result_t res;
+    seen_t* s = calloc(1, sizeof *s);
+    EXPECT_EQ_I(rd_read_file(tmp_path, keep, s, &res), 0);
+    EXPECT_TRUE(res.is_corrupt);
+    EXPECT_EQ_U(res.records, 0);
+    EXPECT_TRUE(strstr(res.message, "at byte 16") != NULL);
+    free(s);
+    free(alone);
+    tw_close(&w);
+    free(b);
+}
+
+// A process killed before it closed its trace leaves a frame without its end: nothing wrong.
+TEST(a_stream_without_its_end_reads_whole) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(b && build_stream(&w, b, 0) > 0);
+    write_file(w.data, w.len);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt && !m.read.is_truncated);
+    EXPECT_STREQ(m.read.message, "");
+    EXPECT_EQ_U(m.allocations, 4000);
+    EXPECT_TRUE(m.has_end);
+    model_free(&m);
+    tw_close(&w);
+    free(b);
+}
+
+TEST(a_checksum_mismatch_ends_the_trace) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(b && build_stream(&w, b, 1) > 0);
+    char where[64];
+    snprintf(where, sizeof where, "at byte %zu", w.chunk_at[1]);
+    w.data[w.chunk_at[1] + 12] ^= 1; // the second chunk's checksum
+    write_file(w.data, w.len);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    EXPECT_TRUE(!m.read.is_truncated);
+    EXPECT_TRUE(strstr(m.read.message, where) != NULL);
+    EXPECT_TRUE(strstr(m.read.message, "checksum") != NULL);
+    EXPECT_EQ_U(m.read.chunks, 1);
+    EXPECT_EQ_U(m.allocations, 2000); // the first chunk's; nothing after the damage
+    EXPECT_TRUE(!m.has_end);
+    model_free(&m);
+
+    // A damaged byte inside the stored data: caught by zstd or by the checksum, same end.
+    w.data[w.chunk_at[1] + 12] ^= 1;
+    w.data[w.chunk_at[1] + HL_CHUNK_HEADER_SIZE + 3] ^= 0x40;
+    write_file(w.data, w.len);
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    EXPECT_TRUE(strstr(m.read.message, where) != NULL);
+    EXPECT_EQ_U(m.allocations, 2000);
+    model_free(&m);
+    tw_close(&w);
+    free(b);
+}
+
+TEST(a_file_cut_inside_a_later_chunk_is_truncated) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(b && build_stream(&w, b, 1) > 0);
+    size_t cut = w.chunk_at[1] + HL_CHUNK_HEADER_SIZE + 5;
+    write_file(w.data, cut);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_truncated);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    char where[64];
+    snprintf(where, sizeof where, "at byte %zu", w.chunk_at[1]);
+    EXPECT_TRUE(strstr(m.read.message, where) != NULL);
+    EXPECT_EQ_U(m.allocations, 2000);
+    model_free(&m);
+    tw_close(&w);
+    free(b);
+}
+
+TEST(a_free_of_an_undefined_site_is_corrupt) {
+    buf_t* b = new_buf();
+    rec_switch(b, 1);
+    rec_alloc(b, HL_FN_MALLOC, 8, 1);
+    rec_alloc(b, HL_FN_MALLOC, 16, 1);
+    rec_free_site(b, HL_FN_FREE, 2);
+    rec_free_site(b, HL_FN_FREE, 3); // only sites 1 and 2 exist
+    rec_alloc(b, HL_FN_MALLOC, 32, 1);
+    uint8_t file[1 << 12];
+    size_t n = trace_file(file, sizeof file, b);
+    write_file(file, n);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    EXPECT_TRUE(strstr(m.read.message, "site 3") != NULL);
+    EXPECT_TRUE(strstr(m.read.message, "chunk at byte 16") != NULL);
+    EXPECT_EQ_U(m.allocations, 2); // decoding stopped at the bad release
+    EXPECT_EQ_U(m.frees, 1);
+    model_free(&m);
+    free(b);
+}
+
+// A temporary free is the release of its thread's latest ALLOC, whichever thread allocated
+// last overall; a thread that allocated nothing has nothing to release that way.
+TEST(a_temporary_free_releases_its_threads_latest_alloc) {
+    buf_t* b = new_buf();
+    rec_switch(b, 1);
+    rec_alloc(b, HL_FN_MALLOC, 100, 1);
+    rec_switch(b, 2);
+    rec_alloc(b, HL_FN_MALLOC, 7, 2);
+    rec_switch(b, 1);
+    rec_free_temp(b, HL_FN_FREE, 100, 1); // thread 1's: 100 bytes at stack 1, not thread 2's 7
+    rec_switch(b, 3);
+    rec_free_temp(b, HL_FN_FREE, 0, 0); // thread 3 never allocated
+    rec_alloc(b, HL_FN_MALLOC, 32, 1);
+    uint8_t file[1 << 12];
+    size_t n = trace_file(file, sizeof file, b);
+    write_file(file, n);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    EXPECT_TRUE(strstr(m.read.message, "site 0") != NULL);
+    EXPECT_EQ_U(m.allocations, 2);
+    EXPECT_EQ_U(m.frees, 1);
+    EXPECT_EQ_U(m.heap_bytes, 7); // thread 1's block went, thread 2's is live
+    EXPECT_EQ_U(m.heap_blocks, 1);
+    model_free(&m);
+    free(b);
+}
+
+TEST(a_version_2_trace_is_refused) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(tw_open(&w, 1 << 16, 2) == 0);
+    tw_chunk(&w, b, 1);
+    write_file(w.data, w.len);
+    tw_close(&w);
+    free(b);
+    model_t m;
+    EXPECT_EQ_I(model_load(&m, tmp_path), -EINVAL);
+    EXPECT_TRUE(strstr(m.read.message, "version 2") != NULL);
+    EXPECT_TRUE(strstr(m.read.message, "version 3") != NULL);
+    EXPECT_TRUE(strchr(m.read.message, '\n') == NULL);
+    model_free(&m);
+}
+
+// Verdicts in address order: an indirectly lost block may name a leader that comes after it.
+// Stacks: 1 and 2 definitely lost, 3 reached only through them.
+TEST(verdict_leaders_forward_and_back) {
+    buf_t* b = new_buf();
+    rec_switch(b, 1);
+    rec_alloc(b, HL_FN_MALLOC, 32, 1);
+    rec_alloc(b, HL_FN_MALLOC, 64, 2);
+    rec_alloc(b, HL_FN_MALLOC, 16, 3);
+    rec_alloc(b, HL_FN_MALLOC, 8, 3);
+    rec_alloc(b, HL_FN_MALLOC, 8, 3);
+    // A first scan that a second one supersedes.
+    rec_scan(b, 5, HL_SCAN_AT_EXIT, 5);
+    rec_verdict(b, HL_LEAK_REACHABLE, 0x1000, 16, 3, HL_FN_MALLOC, 0);
+    rec_free(b, HL_FN_FREE, 8, 3);
+    rec_scan(b, 10, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT, 4);
+    rec_verdict(b, HL_LEAK_INDIRECT, 0x1000, 16, 3, HL_FN_MALLOC, 0x3000); // leader ahead
+    rec_verdict(b, HL_LEAK_DEFINITE, 0x2000, 32, 1, HL_FN_MALLOC, 0);
+    rec_verdict(b, HL_LEAK_DEFINITE, 0x3000, 64, 2, HL_FN_MALLOC, 0);
+    rec_verdict(b, HL_LEAK_INDIRECT, 0x4000, 8, 3, HL_FN_MALLOC, 0x2000); // leader behind
+    uint8_t file[1 << 12];
+    write_file(file, trace_file(file, sizeof file, b)); // no END: the verdicts end the trace
+    free(b);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.is_scanned);
+    EXPECT_EQ_U(m.scan_flags, HL_SCAN_ALL_THREADS | HL_SCAN_AT_EXIT);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_DEFINITE].bytes, 96);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_INDIRECT].bytes, 24);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_INDIRECT].blocks, 2);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].blocks, 0); // the first scan's verdict is void
+    const md_site_t* s16 = model_site(&m, 3);              // (16, stack 3)
+    ASSERT_TRUE(s16 != NULL);
+    EXPECT_EQ_U(s16->verdicts[HL_LEAK_REACHABLE], 0);
+    EXPECT_EQ_U(s16->verdicts[HL_LEAK_INDIRECT], 1);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 0);
+    ASSERT_TRUE(m.nrecords == 3);
+    // Sorted by kind, then direct + indirect bytes: stack 2 (64 + 16), stack 1 (32 + 8).
+    EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
+    EXPECT_EQ_U(m.records[0].stack, 2);
+    EXPECT_EQ_U(m.records[0].indirect_bytes, 16);
+    EXPECT_EQ_U(m.records[0].indirect_blocks, 1);
+    EXPECT_EQ_U(m.records[1].stack, 1);
+    EXPECT_EQ_U(m.records[1].indirect_bytes, 8);
+    EXPECT_EQ_U(m.records[2].kind, HL_LEAK_INDIRECT);
+    EXPECT_EQ_U(m.records[2].bytes, 24);
+    model_free(&m);
+}
+
+// Without a scan (the process was killed), what lives at the end is reported per stack as
+// unscanned; with a scan, blocks beyond its verdicts are too.
+static void live_at_the_end(buf_t* b) {
+    rec_switch(b, 1);
+    rec_alloc(b, HL_FN_MALLOC, 10, 1);
+    rec_alloc(b, HL_FN_MALLOC, 10, 1);
+    rec_alloc(b, HL_FN_MALLOC, 20, 1);
+    rec_alloc(b, HL_FN_MALLOC, 5, 2);
+    rec_free(b, HL_FN_FREE, 10, 1);
+    rec_free(b, HL_FN_FREE, 5, 2);
+}
+
+TEST(live_blocks_without_verdicts_are_unscanned) {
+    buf_t* b = new_buf();
+    live_at_the_end(b);
+    uint8_t file[1 << 12];
+    write_file(file, trace_file(file, sizeof file, b));
+    free(b);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.is_scanned);
+    ASSERT_TRUE(m.nrecords == 1);
+    EXPECT_EQ_U(m.records[0].kind, HL_KIND_UNSCANNED);
+    EXPECT_EQ_U(m.records[0].stack, 1);
+    EXPECT_EQ_U(m.records[0].bytes, 30);
+    EXPECT_EQ_U(m.records[0].blocks, 2);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].bytes, 30);
+    model_free(&m);
+
+    // The same, scanned, and a block made after the scan.
+    b = new_buf();
+    live_at_the_end(b);
+    rec_scan(b, 1, HL_SCAN_AT_EXIT, 2);
+    rec_verdict(b, HL_LEAK_DEFINITE, 0x100, 10, 1, HL_FN_MALLOC, 0);
+    rec_verdict(b, HL_LEAK_REACHABLE, 0x200, 20, 1, HL_FN_MALLOC, 0);
+    rec_alloc(b, HL_FN_MALLOC, 10, 1);
+    write_file(file, trace_file(file, sizeof file, b));
+    free(b);
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_DEFINITE].bytes, 10);
+    EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].bytes, 20);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].bytes, 10);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 1);
+    model_free(&m);
+}
+
+// FREE_EXPLICIT: a release the writer could not name by site. Thread 2 releases a block of
+// thread 1 whose ALLOC is written after it (the level dips below zero for an instant), then
+// one of a pair already named.
+TEST(free_explicit_before_and_after_its_site) {
+    buf_t* b = new_buf();
+    rec_stack(b, 1, 0, 0x1000);
+    rec_stack(b, 2, 0, 0x2000);
+    rec_switch(b, 2);
+    rec_time(b, 10);
+    rec_free_explicit(b, HL_FN_FREE, 0, 40, 2); // (40, 2): no site yet
+    rec_switch(b, 1);
+    rec_alloc(b, HL_FN_MALLOC, 8, 1);           // the level: -32 + 40 - 40 ...
+    rec_alloc(b, HL_FN_MALLOC, 40, 2);          // names (40, 2), already released
+    rec_alloc(b, HL_FN_MALLOC, 100, 1);
+    rec_alloc(b, HL_FN_MALLOC, 40, 2);          // 148: the peak
+    rec_switch(b, 2);
+    rec_free_explicit(b, HL_FN_FREE, 0, 40, 2); // the pair is site 2 now
+    rec_alloc(b, HL_FN_MALLOC, 7, 2);
+    uint8_t file[1 << 12];
+    write_file(file, trace_file(file, sizeof file, b));
+    free(b);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    EXPECT_EQ_U(m.allocations, 5);
+    EXPECT_EQ_U(m.frees, 2);
+    EXPECT_EQ_U(m.calls[HL_FN_FREE], 2);
+    EXPECT_EQ_U(m.heap_bytes, 115);
+    EXPECT_EQ_U(m.heap_blocks, 3);
+    EXPECT_EQ_U(m.peak_bytes, 148); // never the wrapped level of the early release
+    EXPECT_EQ_U(m.peak_blocks, 3);
+    EXPECT_EQ_U(m.stacks[2].live_bytes, 7);
+    EXPECT_EQ_U(m.stacks[2].live_blocks, 1);
+    EXPECT_EQ_U(m.stacks[1].live_bytes, 108);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].bytes, 115);
+    EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 3);
     model_free(&m);
 }
 
@@ -118,8 +549,10 @@ TEST(every_flipped_byte_is_caught) {
         write_file(copy, n);
         model_t m;
         int rc = model_load(&m, tmp_path);
-        // The header fails its magic, a chunk header its bounds, the payload zstd's checksum.
+        // The header fails its magic, a chunk header its bounds, the payload the checksum.
         EXPECT_TRUE(rc != 0 || m.read.is_corrupt || m.read.is_truncated);
+        if (!(rc != 0 || m.read.is_corrupt || m.read.is_truncated))
+            fprintf(stderr, "  byte %zu of %zu\n", at, n);
         model_free(&m);
     }
 }
@@ -136,6 +569,17 @@ TEST(garbage_is_not_a_trace) {
 int main(void) {
     snprintf(tmp_path, sizeof tmp_path, "/tmp/test_reader.%d.hl", (int)getpid());
     RUN_TEST(model_totals_peak_and_leaks);
+    RUN_TEST(heap_events_take_current_thread_and_time);
+    RUN_TEST(chunks_decode_as_one_stream);
+    RUN_TEST(a_stream_without_its_end_reads_whole);
+    RUN_TEST(a_checksum_mismatch_ends_the_trace);
+    RUN_TEST(a_file_cut_inside_a_later_chunk_is_truncated);
+    RUN_TEST(a_free_of_an_undefined_site_is_corrupt);
+    RUN_TEST(a_temporary_free_releases_its_threads_latest_alloc);
+    RUN_TEST(a_version_2_trace_is_refused);
+    RUN_TEST(verdict_leaders_forward_and_back);
+    RUN_TEST(live_blocks_without_verdicts_are_unscanned);
+    RUN_TEST(free_explicit_before_and_after_its_site);
     RUN_TEST(every_truncation_is_reported_not_crashed);
     RUN_TEST(every_flipped_byte_is_caught);
     RUN_TEST(garbage_is_not_a_trace);
