@@ -469,11 +469,11 @@ mkdir -p "$D"
 if unshare -rm true 2>/dev/null; then
     unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1" && cd "$1" &&
         timeout -k 5 "$2" "$3" run -o "$1/t.hl" -- "$4" >"$1.stdout" 2>"$1.stderr" </dev/null
-        echo $? >"$1.status"; cp "$1/t.hl" "$1.hl"' sh "$D" "$TIMEOUT" "$HL" "$PROGS/threads_churn"
+        echo $? >"$1.status"; cp "$1/t.hl" "$1.hl"' sh "$D" "$TIMEOUT" "$HL" "$PROGS/churn_random"
     st=$(cat "$D.status" 2>/dev/null)
     [ "$st" = 0 ] && pass "disk_full: the program's exit status is kept" ||
         fail "disk_full: the program's exit status is kept" "got ${st:-none}"
-    grep -q "threads_churn done" "$D.stdout" && pass "disk_full: the program ran to its end" ||
+    grep -q "churn_random done" "$D.stdout" && pass "disk_full: the program ran to its end" ||
         fail "disk_full: the program ran to its end" "$(head -c 200 "$D.stdout")"
     n=$(grep -c "disk full" "$D.stderr")
     [ "$n" = 1 ] && pass "disk_full: one line says the disk is full" ||

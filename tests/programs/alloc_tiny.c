@@ -23,9 +23,12 @@ NOINLINE static void thin(void) {
     }
 }
 
+// Zeroed: tcmalloc and mimalloc leave their free-list link in a new block's first word, which
+// would chain the lost blocks into one definite leak and nine reached through it.
 NOINLINE static void leak_tiny(void) {
     for (int i = 0; i < 10; i++) {
         char* p = malloc(8);
+        memset(p, 0, 8);
         keep(p);
     }
 }
