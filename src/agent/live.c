@@ -92,16 +92,19 @@ void live_insert(const hl_block_t* b) {
         return;
     }
     slot_t packed = pack(b, HL_BLOCK_LIVE);
-    uint64_t old = atomic_load_explicit(w0_of(s), memory_order_relaxed);
-    do {
+    // Expecting an empty slot makes the first touch of a fresh page a write: one fault for a
+    // zeroed page, not a read fault on the shared zero page and then a copy-on-write fault
+    // whose TLB flush interrupts every CPU the process runs on.
+    uint64_t old = 0;
+    while (!atomic_compare_exchange_weak_explicit(w0_of(s), &old, packed.w0, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
         // Another live block in the granule: this one goes to the second level. The same
         // address still live means the agent missed its release; the new block wins.
         if (w0_state(old) == HL_BLOCK_LIVE && w0_addr(old) != b->addr) {
             spill_insert(b);
             return;
         }
-    } while (!atomic_compare_exchange_weak_explicit(w0_of(s), &old, packed.w0,
-                                                    memory_order_acq_rel, memory_order_relaxed));
+    }
     s->w1 = packed.w1;
     s->w2 = packed.w2;
 }
