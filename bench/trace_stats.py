@@ -135,7 +135,7 @@ def main():
             elif tag == 11:
                 d.u(); d.u(); d.s(); d.u(); d.u(); d.u()
                 if d.u():
-                    [d.u() for _ in range(6)]
+                    [d.u() for _ in range(4)]
             elif tag in LAYOUT:
                 for f in LAYOUT[tag]:
                     if f == "u":

@@ -59,7 +59,7 @@ typedef struct hl_thread_s {
     int busy;                // inside the agent: nested allocations go straight to the real ones
     int park_pending;        // a stop-the-world request arrived while busy
     hl_ring_t* ring;
-    uint64_t alloc_seq;      // ALLOC events made by this thread; the block id is (index, seq)
+    uintptr_t last_alloc;    // this thread's latest allocation while it lives (0: freed, none)
     uint32_t index;          // thread index, 1-based, never reused within a trace
     int tid;
     void* unwind_cache;      // unwind.c's per-thread step rules
@@ -229,7 +229,6 @@ typedef struct hl_block_s {
     uint64_t state : 4; // HL_BLOCK_*
     uint64_t guarded : 1;     // guard bytes follow the block
     uint64_t is_internal : 1; // made by the agent's own libraries: tracked, never reported
-    uint64_t seq;       // owner thread's ALLOC count: the block id with thread
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
 } hl_block_t;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// live.c - every live heap block by address, in a direct map: one 24-byte slot (live_slot.h)
-// per 32 bytes of address space, in regions of 16 MiB made on first use and filled only where
-// the heap is. A block's slot is found by two shifts, with no hash, no probing, no rebuild and
+// live.c - every live heap block by address, in a direct map: one 16-byte slot per 32 bytes of
+// address space, in regions of 16 MiB made on first use and filled only where the heap is (half
+// a byte of agent memory per byte of the heap's span, where its blocks are small). A block's slot is found by two shifts, with no hash, no probing, no rebuild and
 // no lock: the slot is claimed and released with one compare-and-swap, which also decides a
 // race between two frees of one block. Walking the heap in address order walks the slots in
 // the same order.
@@ -24,13 +24,52 @@
 #define HL_GRANULE_SHIFT 5
 #define HL_REGION_SHIFT 24
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
-#define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(slot_t))
+#define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(dslot_t))
 #define HL_DIR_ENTRIES (1u << (HL_ADDR_BITS - HL_REGION_SHIFT))
 #define HL_MAX_REGIONS 65536 // 1 TiB of heap address space
 
+// A slot. Its granule gives the address but for the block's offset in it:
+//   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | state (2, bits 62-63)
+//   d1: allocation stack (32) | owner thread index (24), or once FREED the releasing stack (32)
+// d0 is claimed and released by compare-and-swap; 0 is an empty slot.
+typedef struct dslot_s {
+    uint64_t d0, d1;
+} dslot_t;
+
 typedef struct region_s {
-    slot_t slots[HL_REGION_SLOTS];
+    dslot_t slots[HL_REGION_SLOTS];
 } region_t;
+
+static inline int d0_state(uint64_t d0) { return (int)(d0 >> 62); }
+static inline uint64_t d0_with_state(uint64_t d0, int state) {
+    return (d0 & ~(3ull << 62)) | (uint64_t)state << 62;
+}
+static inline int d0_holds(uint64_t d0, uintptr_t addr) {
+    return d0 != 0 && (d0 & 31) == (addr & 31);
+}
+
+static inline dslot_t dpack(const hl_block_t* b) {
+    dslot_t s;
+    s.d0 = (uint64_t)(b->addr & 31) | ((uint64_t)b->fn & 31) << 5 | (uint64_t)b->guarded << 10 |
+           (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 |
+           (uint64_t)HL_BLOCK_LIVE << 62;
+    s.d1 = (uint64_t)b->stack | (uint64_t)(b->thread & 0xffffff) << 32;
+    return s;
+}
+
+// The interface's view of the slot of addr. A FREED block reports the stack that released it
+// in `thread`.
+static inline void dunpack(uint64_t d0, uint64_t d1, uintptr_t addr, hl_block_t* b) {
+    memset(b, 0, sizeof *b);
+    b->addr = addr;
+    b->fn = (d0 >> 5) & 31;
+    b->guarded = (d0 >> 10) & 1;
+    b->is_internal = (d0 >> 11) & 1;
+    b->size = (d0 >> 12) & ((1ull << HL_SIZE_BITS) - 1);
+    b->state = (uint64_t)d0_state(d0);
+    b->stack = (uint32_t)d1;
+    b->thread = (uint32_t)(d1 >> 32);
+}
 
 static _Atomic(region_t*)* dir; // by address >> HL_REGION_SHIFT; pages appear as they are used
 static uint32_t* made;          // directory indices of the regions made, in order
@@ -44,13 +83,13 @@ void live_init(void) {
         dir = NULL; // everything goes to the second level
 }
 
-static inline slot_t* slot_of(uintptr_t a) {
+static inline dslot_t* slot_of(uintptr_t a) {
     region_t* r = atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
     return hl_likely(r != NULL) ? &r->slots[(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1)]
                                 : NULL;
 }
 
-static HL_COLD slot_t* slot_make(uintptr_t a) {
+static HL_COLD dslot_t* slot_make(uintptr_t a) {
     if (!dir)
         return NULL;
     uint32_t idx = (uint32_t)(a >> HL_REGION_SHIFT);
@@ -68,20 +107,20 @@ static HL_COLD slot_t* slot_make(uintptr_t a) {
     return slot_of(a);
 }
 
-static inline _Atomic uint64_t* w0_of(slot_t* s) { return (_Atomic uint64_t*)&s->w0; }
+static inline _Atomic uint64_t* d0_of(dslot_t* s) { return (_Atomic uint64_t*)&s->d0; }
 
 // Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
 // largest single cost of a call on a program with many live blocks) overlaps it.
 void live_prefetch(uintptr_t addr) {
     if (hl_likely(dir && !(addr >> HL_ADDR_BITS))) {
-        const slot_t* s = slot_of(addr);
+        const dslot_t* s = slot_of(addr);
         if (s)
             __builtin_prefetch(s, 1, 3);
     }
 }
 
 void live_insert(const hl_block_t* b) {
-    slot_t* s = NULL;
+    dslot_t* s = NULL;
     if (hl_likely(fits(b) && dir)) {
         s = slot_of(b->addr);
         if (hl_unlikely(!s))
@@ -91,42 +130,41 @@ void live_insert(const hl_block_t* b) {
         spill_insert(b);
         return;
     }
-    slot_t packed = pack(b, HL_BLOCK_LIVE);
+    dslot_t packed = dpack(b);
     // Expecting an empty slot makes the first touch of a fresh page a write: one fault for a
     // zeroed page, not a read fault on the shared zero page and then a copy-on-write fault
     // whose TLB flush interrupts every CPU the process runs on.
     uint64_t old = 0;
-    while (!atomic_compare_exchange_weak_explicit(w0_of(s), &old, packed.w0, memory_order_acq_rel,
+    while (!atomic_compare_exchange_weak_explicit(d0_of(s), &old, packed.d0, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
         // Another live block in the granule: this one goes to the second level. The same
         // address still live means the agent missed its release; the new block wins.
-        if (w0_state(old) == HL_BLOCK_LIVE && w0_addr(old) != b->addr) {
+        if (d0_state(old) == HL_BLOCK_LIVE && !d0_holds(old, b->addr)) {
             spill_insert(b);
             return;
         }
     }
-    s->w1 = packed.w1;
-    s->w2 = packed.w2;
+    s->d1 = packed.d1;
 }
 
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
 // (release_stack kept as the place it was freed).
 static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
-    slot_t* s = hl_likely(dir && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
+    dslot_t* s = hl_likely(dir && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
     if (hl_likely(s != NULL)) {
-        uint64_t w0 = atomic_load_explicit(w0_of(s), memory_order_acquire);
-        while (w0 && w0_addr(w0) == addr) {
-            int state = w0_state(w0);
-            slot_t copy = {w0, s->w1, s->w2};
+        uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
+        while (d0_holds(d0, addr)) {
+            int state = d0_state(d0);
+            uint64_t d1 = s->d1;
             if (release && state == HL_BLOCK_LIVE) {
                 // Two threads freeing one block: one wins, the other sees FREED.
                 if (!atomic_compare_exchange_strong_explicit(
-                        w0_of(s), &w0, w0_with_state(w0, HL_BLOCK_FREED), memory_order_acq_rel,
+                        d0_of(s), &d0, d0_with_state(d0, HL_BLOCK_FREED), memory_order_acq_rel,
                         memory_order_acquire))
                     continue;
-                s->w2 = (copy.w2 & ~0xffffffffull) | release_stack;
+                s->d1 = (d1 & 0xffffffffull) | (uint64_t)release_stack << 32;
             }
-            unpack(&copy, out);
+            dunpack(d0, d1, addr, out);
             return state;
         }
     }
@@ -159,18 +197,17 @@ static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* ar
         region_t* r = atomic_load(&dir[made[i]]);
         if (!r || syscall(SYS_mincore, r, HL_REGION_BYTES, resident) != 0)
             continue;
+        uintptr_t base = (uintptr_t)made[i] << HL_REGION_SHIFT;
+        const uint32_t per_page = 4096 / sizeof(dslot_t);
         for (uint32_t j = 0; j < HL_REGION_SLOTS; j++) {
-            const slot_t* s = &r->slots[j];
-            size_t page = ((uintptr_t)s - (uintptr_t)r) / 4096;
-            if (!(resident[page] & 1)) {
-                // on to the first slot that starts in the next page
-                uint32_t next = (uint32_t)(((page + 1) * 4096 + sizeof(slot_t) - 1) / sizeof(slot_t));
-                j = next - 1;
+            if (!(resident[j / per_page] & 1)) {
+                j += per_page - 1 - j % per_page; // on to the next page
                 continue;
             }
-            if (slot_state(s) == HL_BLOCK_LIVE) {
+            const dslot_t* s = &r->slots[j];
+            if (d0_state(s->d0) == HL_BLOCK_LIVE) {
                 hl_block_t b;
-                unpack(s, &b);
+                dunpack(s->d0, s->d1, base | (uintptr_t)j << HL_GRANULE_SHIFT | (s->d0 & 31), &b);
                 fn(&b, arg);
             }
         }

@@ -35,13 +35,13 @@ void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guar
         .size = size,
         .fn = (uint64_t)fn,
         .guarded = guarded != 0,
-        .seq = ++t->alloc_seq,
         .stack = stack,
         .thread = t->index,
     };
     if (b.guarded)
         guard_fill(p, size);
     live_insert(&b);
+    t->last_alloc = (uintptr_t)p;
     push_event(t, EV_ALLOC, fn, (uintptr_t)p, size, stack, 0);
     if (hl_unlikely(t->park_pending))
         scan_park_self();
@@ -60,9 +60,11 @@ void record_internal_free(void* p) {
 }
 
 // A block freed by the thread that allocated it last, before it allocated anything else, is a
-// temporary allocation. The live table keeps 40 bits of seq.
+// temporary allocation (the live table keeps 24 bits of the owner's index).
 static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
-    int is_temporary = b->thread == (t->index & 0xffffff) && b->seq == (t->alloc_seq & ((1ull << 40) - 1));
+    int is_temporary = b->addr == t->last_alloc && b->thread == (t->index & 0xffffff);
+    if (is_temporary)
+        t->last_alloc = 0;
     push_event(t, EV_FREE, fn, b->addr, b->size, b->stack, (uint16_t)is_temporary);
 }
 

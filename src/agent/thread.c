@@ -112,7 +112,7 @@ int thread_attach(hl_thread_t* t) {
     if (r) {
         t->index = atomic_fetch_add(&next_index, 1) + 1;
         t->tid = os_gettid();
-        t->alloc_seq = 0;
+        t->last_alloc = 0;
         r->thread_index = t->index;
         r->tid = t->tid;
     }
@@ -138,7 +138,7 @@ void thread_reset_after_fork(void) {
         hl_ring_t* r = self->ring;
         atomic_store(&r->is_dead, 0);
         self->index = atomic_fetch_add(&next_index, 1) + 1;
-        self->alloc_seq = 0;
+        self->last_alloc = 0; // the child's trace has no ALLOC of this thread yet
         self->tid = os_gettid();
         r->thread_index = self->index;
         r->tid = self->tid;

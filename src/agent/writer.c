@@ -564,8 +564,6 @@ void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uin
         enc_u(&enc, (uint64_t)fn);
         enc_u(&enc, block ? 1 : 0);
         if (block) {
-            enc_u(&enc, block->thread);
-            enc_u(&enc, block->seq);
             enc_u(&enc, block->size);
             enc_u(&enc, block->stack);
             enc_u(&enc, block->fn);

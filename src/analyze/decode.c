@@ -259,7 +259,7 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         for (int i = 2; i < 6; i++)
             r->u[i] = get_u(c);
         if (r->u[5])
-            for (int i = 6; i < 12; i++)
+            for (int i = 6; i < 10; i++)
                 r->u[i] = get_u(c);
         break;
     case REC_INHERIT: {

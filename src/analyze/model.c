@@ -213,10 +213,10 @@ static void on_error(model_t* m, const rd_record_t* r) {
     e->addr = r->u[3];
     e->fn = (int)r->u[4];
     e->has_block = r->u[5] != 0;
-    e->block_size = r->u[8];
-    e->alloc_stack = (uint32_t)r->u[9];
-    e->alloc_fn = (int)r->u[10];
-    e->release_stack = (uint32_t)r->u[11];
+    e->block_size = r->u[6];
+    e->alloc_stack = (uint32_t)r->u[7];
+    e->alloc_fn = (int)r->u[8];
+    e->release_stack = (uint32_t)r->u[9];
     e->time_ns = r->time_ns;
 }
 

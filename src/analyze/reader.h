@@ -46,8 +46,8 @@ typedef struct rd_str_s {
 //   REC_STACK        u[0] id, u[1] parent (0: none), u[2] ip
 //   REC_SAMPLE       time_ns; u[0] heap_bytes, u[1] heap_blocks, u[2] mapped_bytes, u[3] rss
 //   REC_ERROR        time_ns; u[0] kind, u[1] thread, u[2] call_stack, u[3] addr, u[4] fn,
-//                    u[5] has_block, and with a block u[6] owner_thread, u[7] owner_seq,
-//                    u[8] size, u[9] alloc_stack, u[10] alloc_fn, u[11] free_stack
+//                    u[5] has_block, and with a block u[6] size, u[7] alloc_stack,
+//                    u[8] alloc_fn, u[9] free_stack
 //   REC_SCAN         time_ns; u[0] flags, u[1] live_blocks
 //   REC_VERDICT      u[0] kind, u[1] addr, u[2] size, u[3] stack, u[4] fn, u[5] leader (the
 //                    absolute address; 0: none), u[6] site of (size, stack) (0: none); fn

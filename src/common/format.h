@@ -81,7 +81,7 @@ enum hl_record_tag {
     // dt:s, heap_bytes, heap_blocks, mapped_bytes, rss_bytes
     REC_SAMPLE = 10,
     // kind(HL_ERR_*), thread, dt:s, call_stack, addr, fn(HL_FN_*),
-    // has_block, [owner_thread, owner_seq, size, alloc_stack, alloc_fn, free_stack]
+    // has_block, [size, alloc_stack, alloc_fn, free_stack]
     REC_ERROR = 11,
     // addr, size, stack, fn: a block alive when this trace began (inherited across fork, or
     // allocated before attach). Names a site like ALLOC.
