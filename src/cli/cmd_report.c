@@ -230,6 +230,10 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
     if (!has_view(w) && !o->is_quiet) {
         report_text(stderr, ctx, &ro); // file outputs only: the usual report as well
         fflush(stderr);
+    } else if (t.m->read.is_truncated || t.m->read.is_corrupt) {
+        // the usual report would say so; the views alone must too
+        cli_error("%s: trace cut short (%s): the report covers what was written", trace,
+                  t.m->read.message);
     }
     if (has_view(w) && !json_stdout) {
         ag_views_text(stdout, ctx, &a, &w->v);

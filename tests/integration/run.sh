@@ -684,6 +684,31 @@ bad_input "run: unwritable trace path" "$HL" run -o /nonexistent/dir/x.hl -- "$P
 SIZE=$(stat -c %s "$BASIC_TRACE" 2>/dev/null || echo 0)
 head -c $((SIZE / 2)) "$BASIC_TRACE" >"$WORK/half.hl"
 bad_input "report: truncated trace ($((SIZE / 2)) of $SIZE bytes)" "$HL" report "$WORK/half.hl"
+# A trace cut inside a later chunk: the chunks before it still make a report, and even the
+# views alone (no usual report on stderr) say in one line that it is cut short.
+D=$WORK/cut_views
+mkdir -p "$D"
+"$HL" run -q -o "$D/t.hl" -- "$PROGS/churn_random" >/dev/null 2>&1
+# cut halfway into the last chunk
+python3 -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+off, chunks = 16, []
+while off + 16 <= len(d):
+    stored = struct.unpack_from("<I", d, off + 4)[0]
+    chunks.append((stored, off))
+    off += 16 + stored
+stored, at = chunks[-1]  # the last one: the chunks before it hold allocations
+open(sys.argv[2], "wb").write(d[:at + 16 + stored // 2])' "$D/t.hl" "$D/cut.hl"
+(timeout -k 5 "$TIMEOUT" "$HL" report --summary "$D/cut.hl" >"$D/stdout" 2>"$D/stderr")
+st=$?
+alloc=$(sed -n 's/^  allocations: \([0-9,]*\).*/\1/p' "$D/stdout" | tr -d ,)
+if [ "$st" = 0 ] && [ "${alloc:-0}" -gt 0 ] && [ "${alloc:-0}" -lt 200000 ] &&
+    [ "$(wc -l <"$D/stderr")" = 1 ] && grep -q "^heaplens: .*cut short" "$D/stderr"; then
+    pass "report --summary of a trace cut in a later chunk: ${alloc} allocations, one line"
+else
+    fail "report --summary of a trace cut in a later chunk" "status $st, allocations '${alloc}', stderr: $(head -c 300 "$D/stderr")"
+fi
 printf 'GARBAGE\0\1\2\3 this is not a heaplens trace at all %.0s' 1 2 3 4 5 6 7 8 >"$WORK/garbage.hl"
 bad_input "report: garbage file" "$HL" report "$WORK/garbage.hl"
 : >"$WORK/empty.hl"
