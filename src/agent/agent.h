@@ -21,17 +21,18 @@ typedef struct hl_enc_s hl_enc_t; // a chunk being encoded (encode.c)
 // Events: what the hot path hands to the writer thread, one fixed-size slot each.
 // ---------------------------------------------------------------------------------------------
 enum hl_event_kind {
-    EV_ALLOC = 1,   // addr, size, aux = stack id, fn
-    EV_FREE,        // addr, size = the block's size, aux = its stack id, fn, extra = 1 when it
-                    // was its thread's latest allocation, freed by that thread (temporary)
-    EV_MMAP,        // addr, size = length, aux = stack id, extra = prot | flags << 8 (low bits)
-    EV_MUNMAP,      // addr, size = length
-    EV_THREAD_NAME, // reserved
+    EV_ALLOC = 1,   // size, aux = stack id, fn
+    EV_FREE,        // size = the block's size, aux = its stack id, fn, extra = 1 when it was
+                    // its thread's latest allocation, freed by that thread (temporary)
+    EV_MMAP,        // size = length, aux = stack id, extra = prot | flags << 8 (low bits);
+                    // the next event (EV_ADDR) holds the address
+    EV_MUNMAP,      // size = length; the next event (EV_ADDR) holds the address
+    EV_ADDR,        // size = the address of the event before
 };
 
+// 24 bytes: the heap events, nearly all of them, need no address (the trace names sites).
 typedef struct hl_event_s {
     uint64_t ticks;
-    uint64_t addr;
     uint64_t size;
     uint32_t aux;
     uint8_t kind;

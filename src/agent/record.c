@@ -11,12 +11,11 @@
 static HL_COLD int attach_slow(hl_thread_t* t) { return thread_attach(t); }
 
 // One event into this thread's ring; the only way events are made.
-HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uintptr_t addr, uint64_t size,
-                          uint32_t aux, uint16_t extra) {
+HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint32_t aux,
+                          uint16_t extra) {
     hl_ring_t* r = t->ring;
     hl_event_t* ev = ring_slot(r);
     ev->ticks = clock_ticks();
-    ev->addr = addr;
     ev->size = size;
     ev->aux = aux;
     ev->kind = (uint8_t)kind;
@@ -42,7 +41,7 @@ void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guar
         guard_fill(p, size);
     live_insert(&b);
     t->last_alloc = (uintptr_t)p;
-    push_event(t, EV_ALLOC, fn, (uintptr_t)p, size, stack, 0);
+    push_event(t, EV_ALLOC, fn, size, stack, 0);
     if (hl_unlikely(t->park_pending))
         scan_park_self();
 }
@@ -65,7 +64,7 @@ static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
     int is_temporary = b->addr == t->last_alloc && b->thread == (t->index & 0xffffff);
     if (is_temporary)
         t->last_alloc = 0;
-    push_event(t, EV_FREE, fn, b->addr, b->size, b->stack, (uint16_t)is_temporary);
+    push_event(t, EV_FREE, fn, b->size, b->stack, (uint16_t)is_temporary);
 }
 
 int record_free(hl_thread_t* t, void* p, int fn) {
@@ -131,14 +130,15 @@ void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
     uint32_t stack = stack_capture(t);
-    push_event(t, EV_MMAP, HL_FN_MMAP, (uintptr_t)p, len, stack,
-               (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
+    push_event(t, EV_MMAP, HL_FN_MMAP, len, stack, (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
+    push_event(t, EV_ADDR, 0, (uintptr_t)p, 0, 0); // the writer takes the two together
 }
 
 void record_munmap(hl_thread_t* t, void* p, size_t len) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
-    push_event(t, EV_MUNMAP, HL_FN_MUNMAP, (uintptr_t)p, len, 0, 0);
+    push_event(t, EV_MUNMAP, HL_FN_MUNMAP, len, 0, 0);
+    push_event(t, EV_ADDR, 0, (uintptr_t)p, 0, 0);
 }
 
 size_t record_usable_size(void* p) {

@@ -211,7 +211,8 @@ static void preamble(void) {
 // Draining: a k-way merge by timestamp over the rings, so the trace is in time order across
 // threads (each ring is already in order) to within HL_MERGE_SLACK_US.
 // ---------------------------------------------------------------------------------------------
-static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
+// ev and, for the kinds that take two, the event after it (its address).
+static void encode_event(const hl_event_t* ev, const hl_event_t* next, const hl_ring_t* r) {
     if (hl_unlikely(enc.cur_thread != r->thread_index)) {
         ensure_thread(r->thread_index, r->tid);
         if (enc_reserve(&enc, 16) != 0)
@@ -260,7 +261,7 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
     case EV_MMAP:
         ensure_stack(ev->aux);
         enc_tag(&enc, REC_MMAP);
-        enc_u(&enc, ev->addr);
+        enc_u(&enc, next->size);
         enc_u(&enc, ev->size);
         enc_u(&enc, ev->extra & 0xff);
         enc_u(&enc, ev->extra >> 8);
@@ -268,7 +269,7 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
         break;
     case EV_MUNMAP:
         enc_tag(&enc, REC_MUNMAP);
-        enc_u(&enc, ev->addr);
+        enc_u(&enc, next->size);
         enc_u(&enc, ev->size);
         break;
     default:
@@ -276,9 +277,11 @@ static void encode_event(const hl_event_t* ev, const hl_ring_t* r) {
     }
 }
 
-static inline uint64_t head_ticks(const hl_ring_t* r, uint64_t pos) {
-    return r->events[pos & (HL_RING_EVENTS - 1)].ticks;
+static inline const hl_event_t* event_at(const hl_ring_t* r, uint64_t pos) {
+    return &r->events[pos & (HL_RING_EVENTS - 1)];
 }
+static inline uint64_t head_ticks(const hl_ring_t* r, uint64_t pos) { return event_at(r, pos)->ticks; }
+static inline int takes_two(const hl_event_t* ev) { return ev->kind == EV_MMAP || ev->kind == EV_MUNMAP; }
 
 #define HL_MERGE_MAX 256
 static void drain_all(void) {
@@ -307,6 +310,11 @@ static void drain_all(void) {
                 more = 1;
                 break;
             }
+            // An event whose second half is not committed yet waits for the next pass.
+            if (takes_two(event_at(r, h - 1)))
+                h--;
+            if (h == tl)
+                continue;
             rings[k] = r;
             pos[k] = tl;
             end[k] = h;
@@ -338,10 +346,13 @@ static void drain_all(void) {
                 break;
             hl_ring_t* r = rings[best];
             do {
-                encode_event(&r->events[pos[best] & (HL_RING_EVENTS - 1)], r);
+                const hl_event_t* ev = event_at(r, pos[best]);
+                int two = takes_two(ev);
+                encode_event(ev, two ? event_at(r, pos[best] + 1) : NULL, r);
                 writer_flush_if_large_locked();
-                pos[best]++;
-                if ((pos[best] & 255) == 0) // hand space back to a producer that may be waiting
+                uint64_t was = pos[best];
+                pos[best] += 1 + two;
+                if ((was ^ pos[best]) & ~255ull) // hand space back to a producer that may be waiting
                     atomic_store_explicit(&r->tail, pos[best], memory_order_release);
             } while (pos[best] != end[best] &&
                      (!others || (int64_t)(head_ticks(r, pos[best]) - next_t - slack) <= 0));
