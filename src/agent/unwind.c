@@ -363,11 +363,12 @@ typedef struct last_stack_s {
     uint32_t nodes[HL_MAX_DEPTH];  // nodes[k]: the interned stack of frames k..n-1
 } last_stack_t;
 
-// Per kind of capture (allocations, releases: loops alternate them) the last few walks, found
+// Per kind of capture (allocations, releases: loops alternate them) the last 32 walks, found
 // again by where they start: a program allocating from a handful of places in turn (a parser,
-// a query engine) finds each place's stack among them without walking it again.
-#define HL_RECENT 8
-#define HL_RECENT_INDEX 64
+// a query engine) finds each place's stack among them without walking it again (sqlite3
+// inserting rows cycles through more than 8 such places: 32 made it 10% faster than 8).
+#define HL_RECENT 32
+#define HL_RECENT_INDEX 256
 
 typedef struct recent_s {
     last_stack_t walks[HL_RECENT];
@@ -385,7 +386,7 @@ static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
     return (uint64_t)(ip ^ (sp << 7)) * 0x9E3779B97F4A7C15ull;
 }
 static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
-    return (uint32_t)(frame_hash(ip, sp) >> 58); // HL_RECENT_INDEX = 64
+    return (uint32_t)(frame_hash(ip, sp) >> 56); // HL_RECENT_INDEX = 256
 }
 
 
