@@ -5,11 +5,11 @@
 #ifndef HL_AGENT_H
 #define HL_AGENT_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/types.h>
 
 #include "../common/compiler.h"
@@ -21,13 +21,13 @@ typedef struct hl_enc_s hl_enc_t; // a chunk being encoded (encode.c)
 // Events: what the hot path hands to the writer thread, one fixed-size slot each.
 // ---------------------------------------------------------------------------------------------
 enum hl_event_kind {
-    EV_ALLOC = 1,   // size, aux = stack id, fn
-    EV_FREE,        // size = the block's size, aux = its stack id, fn, extra = 1 when it was
-                    // its thread's latest allocation, freed by that thread (temporary)
-    EV_MMAP,        // size = length, aux = stack id, extra = prot | flags << 8 (low bits);
-                    // the next event (EV_ADDR) holds the address
-    EV_MUNMAP,      // size = length; the next event (EV_ADDR) holds the address
-    EV_ADDR,        // size = the address of the event before
+    EV_ALLOC = 1, // size, aux = stack id, fn
+    EV_FREE,      // size = the block's size, aux = its stack id, fn, extra = 1 when it was
+                  // its thread's latest allocation, freed by that thread (temporary)
+    EV_MMAP,      // size = length, aux = stack id, extra = prot | flags << 8 (low bits);
+                  // the next event (EV_ADDR) holds the address
+    EV_MUNMAP,    // size = length; the next event (EV_ADDR) holds the address
+    EV_ADDR,      // size = the address of the event before
 };
 
 // 24 bytes: the heap events, nearly all of them, need no address (the trace names sites).
@@ -48,8 +48,8 @@ typedef struct hl_ring_s {
     _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
     _Alignas(64) uint32_t thread_index;
     int tid;
-    _Atomic int is_dead;                // owner exited; writer drains then recycles
-    struct hl_ring_s* next;             // registry list
+    _Atomic int is_dead;    // owner exited; writer drains then recycles
+    struct hl_ring_s* next; // registry list
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;
 
@@ -57,13 +57,13 @@ typedef struct hl_ring_s {
 // the agent would make glibc size every thread's DTV for one more module, changing the
 // program's own allocations. ring == NULL sends the first event through thread_attach().
 typedef struct hl_thread_s {
-    int busy;                // inside the agent: nested allocations go straight to the real ones
-    int park_pending;        // a stop-the-world request arrived while busy
+    int busy;         // inside the agent: nested allocations go straight to the real ones
+    int park_pending; // a stop-the-world request arrived while busy
     hl_ring_t* ring;
-    uintptr_t last_alloc;    // this thread's latest allocation while it lives (0: freed, none)
-    uint32_t index;          // thread index, 1-based, never reused within a trace
+    uintptr_t last_alloc; // this thread's latest allocation while it lives (0: freed, none)
+    uint32_t index;       // thread index, 1-based, never reused within a trace
     int tid;
-    void* unwind_cache;      // unwind.c's per-thread step rules
+    void* unwind_cache; // unwind.c's per-thread step rules
 } hl_thread_t;
 
 extern pthread_key_t hl_thread_key;
@@ -84,15 +84,15 @@ HL_INLINE hl_thread_t* thread_self(void) {
 // options.c: HEAPLENS_* environment, parsed once.
 // ---------------------------------------------------------------------------------------------
 typedef struct hl_options_s {
-    int depth;              // frames per backtrace
-    int guard;              // guard bytes after each block (0 = allocator layout untouched)
-    int sample_ms;          // heap/RSS sample period
-    int no_follow;          // do not trace forked children or exec'd images
-    int scan_at_exit;       // run the reachability scan at exit
-    int is_disabled;        // HEAPLENS_DISABLE: pass everything through
-    int release_stacks;     // unwind releases too, so a double free names the first release
-    char output[1024];      // trace path template: %p pid, %e program name
-    char session[1024];     // file that lists every trace this session writes
+    int depth;          // frames per backtrace
+    int guard;          // guard bytes after each block (0 = allocator layout untouched)
+    int sample_ms;      // heap/RSS sample period
+    int no_follow;      // do not trace forked children or exec'd images
+    int scan_at_exit;   // run the reachability scan at exit
+    int is_disabled;    // HEAPLENS_DISABLE: pass everything through
+    int release_stacks; // unwind releases too, so a double free names the first release
+    char output[1024];  // trace path template: %p pid, %e program name
+    char session[1024]; // file that lists every trace this session writes
 } hl_options_t;
 
 extern hl_options_t hl_opt;
@@ -143,10 +143,10 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 // ---------------------------------------------------------------------------------------------
 // os.c: raw system calls, so the agent never re-enters its own hooks.
 // ---------------------------------------------------------------------------------------------
-void* os_map(size_t size);            // zeroed anonymous memory, or NULL
-void* os_map_dense(size_t size);      // the same, populated at once (for tables used whole)
+void* os_map(size_t size);       // zeroed anonymous memory, or NULL
+void* os_map_dense(size_t size); // the same, populated at once (for tables used whole)
 void os_unmap(void* p, size_t size);
-void* os_reserve(size_t size);      // large and lazily backed: pages cost only once touched
+void* os_reserve(size_t size); // large and lazily backed: pages cost only once touched
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
 int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns);
@@ -169,7 +169,7 @@ int hl_fmt(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(pr
 // thread.c: thread registry.
 // ---------------------------------------------------------------------------------------------
 HL_COLD int thread_attach(hl_thread_t* t); // 0, or -1 when tracing is off
-hl_ring_t* thread_rings(void);              // head of the registry (writer side)
+hl_ring_t* thread_rings(void);             // head of the registry (writer side)
 void thread_lock(void);
 void thread_unlock(void);
 void thread_reset_after_fork(void);
@@ -214,9 +214,9 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of);
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of);
 // A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
-uint32_t stack_count(void);                          // ids are 1..stack_count()
+uint32_t stack_count(void);                                   // ids are 1..stack_count()
 void stacks_init(void);
-uint32_t stack_capture(hl_thread_t* t); // unwind + intern, for the current call on thread t
+uint32_t stack_capture(hl_thread_t* t);         // unwind + intern, for the current call on thread t
 uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its own reuse cache)
 void unwind_init(void);
 
@@ -224,17 +224,22 @@ void unwind_init(void);
 // live.c: every live heap block, by address.
 // ---------------------------------------------------------------------------------------------
 typedef struct hl_block_s {
-    uintptr_t addr;     // 0 = empty slot
-    uint64_t size : 48; // requested bytes
-    uint64_t fn : 8;    // allocating HL_FN_*
-    uint64_t state : 4; // HL_BLOCK_*
+    uintptr_t addr;           // 0 = empty slot
+    uint64_t size : 48;       // requested bytes
+    uint64_t fn : 8;          // allocating HL_FN_*
+    uint64_t state : 4;       // HL_BLOCK_*
     uint64_t guarded : 1;     // guard bytes follow the block
     uint64_t is_internal : 1; // made by the agent's own libraries: tracked, never reported
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
 } hl_block_t;
 
-enum hl_block_state { HL_BLOCK_EMPTY = 0, HL_BLOCK_LIVE = 1, HL_BLOCK_FREED = 2, HL_BLOCK_TOMB = 3 };
+enum hl_block_state {
+    HL_BLOCK_EMPTY = 0,
+    HL_BLOCK_LIVE = 1,
+    HL_BLOCK_FREED = 2,
+    HL_BLOCK_TOMB = 3
+};
 
 void live_init(void);
 void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr
@@ -293,30 +298,31 @@ void guard_fill(void* p, size_t size);
 // writer.c: the background thread that drains rings and writes the trace.
 // ---------------------------------------------------------------------------------------------
 // sites.c: the writer's numbering of (size, stack) pairs, as format.h defines sites
-void sites_define(uint64_t size, uint32_t stack); // an ALLOC or INHERIT is being written
+void sites_define(uint64_t size, uint32_t stack);     // an ALLOC or INHERIT is being written
 uint32_t sites_number(uint64_t size, uint32_t stack); // 0: not numbered (write the FREE in full)
 void sites_reset(void);
 
-int writer_start(void);            // lazily, from the first slow path; 0 or -errno
-void writer_flush_sync(void);      // drain everything now, write it out (caller: any thread)
-void writer_modules_changed(void); // after dlopen/dlclose, on the program thread that made it
+int writer_start(void);                 // lazily, from the first slow path; 0 or -errno
+void writer_flush_sync(void);           // drain everything now, write it out (caller: any thread)
+void writer_modules_changed(void);      // after dlopen/dlclose, on the program thread that made it
 void writer_finish(int how, int value); // final drain, scan records, END, close
 void writer_reset_after_fork(uint32_t parent_threads);
 void writer_clock_init(void);
 int64_t writer_now_ns(void);
 int writer_thread_id(void);
-int writer_is_fork_child(void);  // this trace belongs to a forked child       // tid of the writer thread, 0 when none runs
-hl_enc_t* writer_encoder_locked(void);   // drains, returns the encoder (writer lock held)
+int writer_is_fork_child(void); // this trace belongs to a forked child       // tid of the writer
+                                // thread, 0 when none runs
+hl_enc_t* writer_encoder_locked(void); // drains, returns the encoder (writer lock held)
 void writer_end_locked(int how, int value);
 void writer_flush_if_large_locked(void); // cut the chunk once it is large
 void writer_exec_locked(const char* path);
-void writer_lock(void);            // serialises direct writes from other threads
+void writer_lock(void); // serialises direct writes from other threads
 // An ERROR record, written at once (errors are rare; the record carries everything the report
 // needs, so it may overtake the ring events of the same block).
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
                       const hl_block_t* block, uint32_t release_stack);
-void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
-                             int fn, const hl_block_t* block, uint32_t release_stack);
+void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
+                             const hl_block_t* block, uint32_t release_stack);
 void writer_unlock(void);
 
 // ---------------------------------------------------------------------------------------------
@@ -333,7 +339,7 @@ struct hl_enc_s {
     uint32_t last_stack; // one in the chunk
 };
 
-int sink_open(void);             // create the trace file and write its header
+int sink_open(void);                           // create the trace file and write its header
 int sink_feed(const uint8_t* raw, size_t len); // part of the open chunk
 int sink_end_chunk(void);                      // close the open chunk and write it
 void sink_close(void);
@@ -348,7 +354,9 @@ const char* sink_path(void);
 void modules_refresh(hl_enc_t* enc);
 void modules_reset(void);
 extern uintptr_t hl_self_lo, hl_self_hi;
-HL_INLINE int modules_own_text(uintptr_t ip) { return ip >= hl_self_lo && ip < hl_self_hi; } // ours?
+HL_INLINE int modules_own_text(uintptr_t ip) {
+    return ip >= hl_self_lo && ip < hl_self_hi;
+} // ours?
 void modules_self_range(void);
 void modules_own_range(uintptr_t* lo, uintptr_t* hi);
 
@@ -356,12 +364,12 @@ void modules_own_range(uintptr_t* lo, uintptr_t* hi);
 // scan.c / classify.c: reachability.
 // ---------------------------------------------------------------------------------------------
 struct ucontext_t;
-int scan_stop_world(void);   // 1 when every other thread parked with its registers
+int scan_stop_world(void); // 1 when every other thread parked with its registers
 void scan_resume_world(void);
 // Classify every live block and encode SCAN + VERDICT records. The world is stopped; self_uc
 // holds the calling thread's registers (its stack is scanned from their stack pointer).
 int scan_run_with(hl_enc_t* enc, const struct ucontext_t* self_uc, int all_stopped);
-void scan_park_self(void);   // called when park_pending was set while busy
+void scan_park_self(void); // called when park_pending was set while busy
 void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // live.c - every live heap block by address, in a direct map: one 16-byte slot per 32 bytes of
 // address space, in regions of 16 MiB made on first use and filled only where the heap is (half
-// a byte of agent memory per byte of the heap's span, where its blocks are small). A block's slot is found by two shifts, with no hash, no probing, no rebuild and
-// no lock: the slot is claimed and released with one compare-and-swap, which also decides a
-// race between two frees of one block. Walking the heap in address order walks the slots in
-// the same order.
+// a byte of agent memory per byte of the heap's span, where its blocks are small). A block's slot
+// is found by two shifts, with no hash, no probing, no rebuild and no lock: the slot is claimed and
+// released with one compare-and-swap, which also decides a race between two frees of one block.
+// Walking the heap in address order walks the slots in the same order.
 //
 // No two blocks of glibc's malloc share a 32-byte granule (its chunks are 32 bytes or more
 // apart). An allocator that packs blocks tighter, an address above 2^47 or a size of 1 TiB and
@@ -40,7 +40,9 @@ typedef struct region_s {
     dslot_t slots[HL_REGION_SLOTS];
 } region_t;
 
-static inline int d0_state(uint64_t d0) { return (int)(d0 >> 62); }
+static inline int d0_state(uint64_t d0) {
+    return (int)(d0 >> 62);
+}
 static inline uint64_t d0_with_state(uint64_t d0, int state) {
     return (d0 & ~(3ull << 62)) | (uint64_t)state << 62;
 }
@@ -51,8 +53,7 @@ static inline int d0_holds(uint64_t d0, uintptr_t addr) {
 static inline dslot_t dpack(const hl_block_t* b) {
     dslot_t s;
     s.d0 = (uint64_t)(b->addr & 31) | ((uint64_t)b->fn & 31) << 5 | (uint64_t)b->guarded << 10 |
-           (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 |
-           (uint64_t)HL_BLOCK_LIVE << 62;
+           (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 | (uint64_t)HL_BLOCK_LIVE << 62;
     s.d1 = (uint64_t)b->stack | (uint64_t)(b->thread & 0xffffff) << 32;
     return s;
 }
@@ -85,8 +86,7 @@ void live_init(void) {
 
 static inline dslot_t* slot_of(uintptr_t a) {
     region_t* r = atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
-    return hl_likely(r != NULL) ? &r->slots[(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1)]
-                                : NULL;
+    return hl_likely(r != NULL) ? &r->slots[(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1)] : NULL;
 }
 
 static HL_COLD dslot_t* slot_make(uintptr_t a) {
@@ -107,7 +107,9 @@ static HL_COLD dslot_t* slot_make(uintptr_t a) {
     return slot_of(a);
 }
 
-static inline _Atomic uint64_t* d0_of(dslot_t* s) { return (_Atomic uint64_t*)&s->d0; }
+static inline _Atomic uint64_t* d0_of(dslot_t* s) {
+    return (_Atomic uint64_t*)&s->d0;
+}
 
 // Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
 // largest single cost of a call on a program with many live blocks) overlaps it.
@@ -177,12 +179,18 @@ int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
     return take(addr, out, 1, release_stack);
 }
 
-int live_lookup(uintptr_t addr, hl_block_t* out) { return take(addr, out, 0, 0); }
+int live_lookup(uintptr_t addr, hl_block_t* out) {
+    return take(addr, out, 0, 0);
+}
 
 // The direct map takes no lock: a fork child may inherit a slot another thread was writing,
 // which can only misreport that one block. The second level's locks are taken.
-void live_lock_all(void) { spill_lock_all(); }
-void live_unlock_all(void) { spill_unlock_all(); }
+void live_lock_all(void) {
+    spill_lock_all();
+}
+void live_unlock_all(void) {
+    spill_unlock_all();
+}
 void live_reset_after_fork(void) {
     atomic_store(&make_lock, 0);
     spill_reset_after_fork();

@@ -21,7 +21,9 @@ static inline int fits(const hl_block_t* b) {
     return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
 }
 
-static inline int slot_state(const slot_t* s) { return (int)((s->w0 >> 52) & 3); }
+static inline int slot_state(const slot_t* s) {
+    return (int)((s->w0 >> 52) & 3);
+}
 static inline uintptr_t slot_addr(const slot_t* s) {
     return (uintptr_t)(s->w0 & ((1ull << HL_ADDR_BITS) - 1));
 }

@@ -18,8 +18,8 @@
 _Atomic int hl_spill_used;
 typedef struct shard_s {
     _Atomic int lock;
-    uint32_t mask;   // capacity - 1
-    uint32_t used;   // LIVE + FREED + TOMB slots
+    uint32_t mask; // capacity - 1
+    uint32_t used; // LIVE + FREED + TOMB slots
     uint32_t live;
     slot_t* slots;
     slot_t* spare; // the table before the last same-size rebuild, for the next one
@@ -44,8 +44,9 @@ static inline uint64_t addr_hash(uintptr_t a) {
     return (r & 0xff00000000000000ull) | (uint32_t)((uint32_t)r + (uint32_t)(a >> 3));
 }
 
-static inline shard_t* shard_of(uint64_t h) { return &shards[h >> 56]; }
-
+static inline shard_t* shard_of(uint64_t h) {
+    return &shards[h >> 56];
+}
 
 static inline void spin_lock(_Atomic int* lock) {
     while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
@@ -56,8 +57,12 @@ static inline void spin_lock(_Atomic int* lock) {
 static inline void spin_unlock(_Atomic int* lock) {
     atomic_store_explicit(lock, 0, memory_order_release);
 }
-static inline void shard_lock(shard_t* s) { spin_lock(&s->lock); }
-static inline void shard_unlock(shard_t* s) { spin_unlock(&s->lock); }
+static inline void shard_lock(shard_t* s) {
+    spin_lock(&s->lock);
+}
+static inline void shard_unlock(shard_t* s) {
+    spin_unlock(&s->lock);
+}
 
 // A shard's first table, on its first block.
 static HL_COLD int shard_start(shard_t* s) {

@@ -8,7 +8,9 @@
 #include "../common/clock.h"
 #include "agent.h"
 
-static HL_COLD int attach_slow(hl_thread_t* t) { return thread_attach(t); }
+static HL_COLD int attach_slow(hl_thread_t* t) {
+    return thread_attach(t);
+}
 
 // One event into this thread's ring; the only way events are made.
 HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint32_t aux,
@@ -117,7 +119,9 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     return 2;
 }
 
-void record_realloc_undo(const hl_block_t* old) { live_insert(old); }
+void record_realloc_undo(const hl_block_t* old) {
+    live_insert(old);
+}
 
 void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn) {
     if (!old->is_internal)
@@ -130,7 +134,8 @@ void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
     uint32_t stack = stack_capture(t);
-    push_event(t, EV_MMAP, HL_FN_MMAP, len, stack, (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
+    push_event(t, EV_MMAP, HL_FN_MMAP, len, stack,
+               (uint16_t)((prot & 0xff) | ((flags & 0xff) << 8)));
     push_event(t, EV_ADDR, 0, (uintptr_t)p, 0, 0); // the writer takes the two together
 }
 

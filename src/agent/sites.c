@@ -13,7 +13,7 @@
 #include "agent.h"
 
 typedef struct site_slot_s {
-    uint64_t size;  // 0 with number 0: empty
+    uint64_t size; // 0 with number 0: empty
     uint32_t stack;
     uint32_t number;
 } site_slot_t;

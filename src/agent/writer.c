@@ -25,8 +25,8 @@ static _Atomic int writer_mutex;
 static _Atomic int writer_running;
 static _Atomic int writer_tid;
 static hl_enc_t enc = {.last_mark = INT64_MIN / 2};
-static uint8_t* stack_emitted;   // bitmap by stack id
-static size_t stack_emitted_cap; // bytes
+static uint8_t* stack_emitted;           // bitmap by stack id
+static size_t stack_emitted_cap;         // bytes
 static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static int need_preamble = 1;
 static int is_fork_child;
@@ -56,16 +56,26 @@ static void clock_recalibrate(void) {
 #endif
 }
 
-static int64_t ticks_to_ns(uint64_t t) { return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick); }
-int64_t writer_now_ns(void) { return ticks_to_ns(clock_ticks()); }
-int writer_is_fork_child(void) { return is_fork_child; }
-int writer_thread_id(void) { return atomic_load(&writer_running) ? writer_tid : 0; }
+static int64_t ticks_to_ns(uint64_t t) {
+    return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick);
+}
+int64_t writer_now_ns(void) {
+    return ticks_to_ns(clock_ticks());
+}
+int writer_is_fork_child(void) {
+    return is_fork_child;
+}
+int writer_thread_id(void) {
+    return atomic_load(&writer_running) ? writer_tid : 0;
+}
 
 void writer_lock(void) {
     while (atomic_exchange_explicit(&writer_mutex, 1, memory_order_acquire))
         sched_yield();
 }
-void writer_unlock(void) { atomic_store_explicit(&writer_mutex, 0, memory_order_release); }
+void writer_unlock(void) {
+    atomic_store_explicit(&writer_mutex, 0, memory_order_release);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Record helpers
@@ -106,7 +116,8 @@ static void emit_info(void) {
     enc_u(&enc, (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec);
     enc_u(&enc, (uint64_t)hl_opt.depth);
     enc_u(&enc, (uint64_t)hl_opt.guard);
-    enc_u(&enc, (agent_is_from_start() ? HL_INFO_FROM_START : 0) | (HL_CLOCK_IS_TSC ? HL_INFO_TSC : 0));
+    enc_u(&enc,
+          (agent_is_from_start() ? HL_INFO_FROM_START : 0) | (HL_CLOCK_IS_TSC ? HL_INFO_TSC : 0));
     enc_bytes(&enc, exe, strlen(exe));
     enc_bytes(&enc, argv_buf, (size_t)alen);
     enc_u(&enc, (uint64_t)is_fork_child);
@@ -280,8 +291,12 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, const hl_
 static inline const hl_event_t* event_at(const hl_ring_t* r, uint64_t pos) {
     return &r->events[pos & (HL_RING_EVENTS - 1)];
 }
-static inline uint64_t head_ticks(const hl_ring_t* r, uint64_t pos) { return event_at(r, pos)->ticks; }
-static inline int takes_two(const hl_event_t* ev) { return ev->kind == EV_MMAP || ev->kind == EV_MUNMAP; }
+static inline uint64_t head_ticks(const hl_ring_t* r, uint64_t pos) {
+    return event_at(r, pos)->ticks;
+}
+static inline int takes_two(const hl_event_t* ev) {
+    return ev->kind == EV_MMAP || ev->kind == EV_MUNMAP;
+}
 
 #define HL_MERGE_MAX 256
 static void drain_all(void) {
@@ -352,7 +367,8 @@ static void drain_all(void) {
                 writer_flush_if_large_locked();
                 uint64_t was = pos[best];
                 pos[best] += 1 + two;
-                if ((was ^ pos[best]) & ~255ull) // hand space back to a producer that may be waiting
+                if ((was ^ pos[best]) &
+                    ~255ull) // hand space back to a producer that may be waiting
                     atomic_store_explicit(&r->tail, pos[best], memory_order_release);
             } while (pos[best] != end[best] &&
                      (!others || (int64_t)(head_ticks(r, pos[best]) - next_t - slack) <= 0));
@@ -558,8 +574,8 @@ void writer_modules_changed(void) {
     writer_unlock();
 }
 
-void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr,
-                             int fn, const hl_block_t* block, uint32_t release_stack) {
+void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
+                             const hl_block_t* block, uint32_t release_stack) {
     preamble();
     ensure_stack(call_stack);
     ensure_stack(release_stack);

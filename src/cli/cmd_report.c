@@ -74,7 +74,8 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
     if ((v = cli_option_value(argc, argv, i, "--metric", &missing))) {
         if ((w->metric = ag_metric_parse(v)) < 0) {
             cli_error("--metric: unknown metric '%s' (allocations, bytes, peak, leaked, "
-                      "temporary)", v);
+                      "temporary)",
+                      v);
             return -1;
         }
         return 1;
@@ -170,7 +171,10 @@ static int do_flamegraph(FILE* out, report_ctx_t* c, const aggregate_t* a, const
     model_t* m = report_model(c);
     char title[512];
     const char* exe = m->exe ? strrchr(m->exe, '/') : NULL;
-    snprintf(title, sizeof title, "heaplens: %s (pid %llu), %s", exe ? exe + 1 : m->exe ? m->exe : "?",
+    snprintf(title, sizeof title, "heaplens: %s (pid %llu), %s",
+             exe      ? exe + 1
+             : m->exe ? m->exe
+                      : "?",
              (unsigned long long)m->pid, ag_metric_name(w->metric));
     return ag_write_flamegraph(out, c, a, w->metric, title);
 }

@@ -48,7 +48,7 @@
 
 #include <stdint.h>
 
-#define HL_TRACE_MAGIC "HLTRACE"   // 8 bytes with its NUL
+#define HL_TRACE_MAGIC "HLTRACE" // 8 bytes with its NUL
 #define HL_TRACE_VERSION 3u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
 #define HL_FILE_HEADER_SIZE 16
@@ -119,7 +119,9 @@ enum hl_record_tag {
 };
 
 #define HL_REC_FN_MASK 31
-static inline int hl_rec_kind(int tag) { return tag >= REC_ALLOC && tag < REC_FREE_TEMP + 32 ? tag & ~HL_REC_FN_MASK : tag; }
+static inline int hl_rec_kind(int tag) {
+    return tag >= REC_ALLOC && tag < REC_FREE_TEMP + 32 ? tag & ~HL_REC_FN_MASK : tag;
+}
 
 enum hl_info_flags {
     HL_INFO_FROM_START = 1, // loaded before main: every allocation is seen
