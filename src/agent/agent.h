@@ -223,13 +223,15 @@ void unwind_init(void);
 // ---------------------------------------------------------------------------------------------
 // live.c: every live heap block, by address.
 // ---------------------------------------------------------------------------------------------
+// Plain fields, no bit-fields: the hot path builds one per call, and a bit-field store is a
+// read-modify-write of the word it shares (a stall when the word was just written in part).
 typedef struct hl_block_s {
-    uintptr_t addr;           // 0 = empty slot
-    uint64_t size : 48;       // requested bytes
-    uint64_t fn : 8;          // allocating HL_FN_*
-    uint64_t state : 4;       // HL_BLOCK_*
-    uint64_t guarded : 1;     // guard bytes follow the block
-    uint64_t is_internal : 1; // made by the agent's own libraries: tracked, never reported
+    uintptr_t addr;      // 0 = empty slot
+    uint64_t size;       // requested bytes
+    uint8_t fn;          // allocating HL_FN_*
+    uint8_t state;       // HL_BLOCK_*
+    uint8_t guarded;     // guard bytes follow the block
+    uint8_t is_internal; // made by the agent's own libraries: tracked, never reported
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
 } hl_block_t;
