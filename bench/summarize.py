@@ -125,17 +125,20 @@ for w in order:
     r_hl_nat = rcell("heaplens", hl, nat)
     r_ht_nat = rcell("heaptrack", ht, nat)
     if S["heaplens"]["n"] == 0 or S["heaptrack"]["n"] == 0:
-        r_hl_ht = "-"
+        r_hl_ht = share = "-"
     else:
         r_hl_ht = ratio(hl, ht)
+        # what the speed targets are stated in: heaplens's time above native, as a share of
+        # heaptrack's time above native
+        share = "%.0f%%" % (100.0 * (hl - nat) / (ht - nat)) if nat is not None and ht > nat else "-"
     an_hl = analysis.get((w, "heaplens"), {})
     an_ht = analysis.get((w, "heaptrack"), {})
     an_ratio = "-"
     if "wall" in an_hl and "wall" in an_ht and "fail" not in an_hl and "fail" not in an_ht:
         an_ratio = ratio(float(an_hl["wall"]), float(an_ht["wall"]))
     rows.append((w, "{:,}".format(allocs) if allocs else "-", short(r_hl_nat), short(r_ht_nat), r_hl_ht,
-                 over(hl) if S["heaplens"]["n"] else "-", over(ht) if S["heaptrack"]["n"] else "-",
-                 an_ratio))
+                 share, over(hl) if S["heaplens"]["n"] else "-",
+                 over(ht) if S["heaptrack"]["n"] else "-", an_ratio))
 
     def mem(tool):
         s = S[tool]
@@ -194,12 +197,13 @@ for w in order:
     md_out.append("")
 
 shead = ["workload", "alloc calls", "heaplens/native", "heaptrack/native", "heaplens/heaptrack",
-         "heaplens ns/alloc", "heaptrack ns/alloc", "report/print time"]
+         "overhead share", "heaplens ns/alloc", "heaptrack ns/alloc", "report/print time"]
 mhead = ["workload", "peak RSS native", "peak RSS heaptrack (incl. interpret)", "peak RSS heaplens",
          "trace heaptrack (.zst)", "trace heaplens (.hl)", "heaptrack_print time / peak RSS",
          "heaplens report time / peak RSS"]
 notes = """Notes:
 - Ratios are of median wall times over %(rounds)s round(s); tools ran in alternation, order rotated each round.
+- overhead share = (heaplens - native) / (heaptrack - native): heaplens's time above native as a share of heaptrack's.
 - overhead/alloc = (tool median - native median) / allocation calls (as counted by heaptrack_print, else heaplens); wall time, so for churn_deep2 (2 threads, 1M pairs each) it is per allocation across both threads.
 - Depth: heaplens run -d %(depth)s; heaptrack has no depth option, it unwinds at most 64 frames (Trace::MAX_SIZE), a couple of them its own.
 - heaplens runs with its defaults otherwise (guard bytes, leak scan at exit, 10 ms sampling); heaptrack_print with its defaults.
