@@ -50,6 +50,7 @@ typedef struct hl_ring_s {
     int tid;
     _Atomic int is_dead;    // owner exited; writer drains then recycles
     struct hl_ring_s* next; // registry list
+    uint64_t known_ticks;   // writer's: the latest time known for this ring's events
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;
 
@@ -61,6 +62,7 @@ typedef struct hl_thread_s {
     int park_pending; // a stop-the-world request arrived while busy
     hl_ring_t* ring;
     uintptr_t last_alloc; // this thread's latest allocation while it lives (0: freed, none)
+    uint32_t untimed;     // events since the last one with a time (while single-threaded)
     uint32_t index;       // thread index, 1-based, never reused within a trace
     int tid;
     void* unwind_cache; // unwind.c's per-thread step rules

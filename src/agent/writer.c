@@ -222,8 +222,19 @@ static void preamble(void) {
 // Draining: a k-way merge by timestamp over the rings, so the trace is in time order across
 // threads (each ring is already in order) to within HL_MERGE_SLACK_US.
 // ---------------------------------------------------------------------------------------------
+// Events of a single-threaded process mostly come without a time (record.c): theirs is the
+// latest time known for their ring, from its last timed event or from the drain before (every
+// event drained now was made after that drain looked at the ring).
+static uint64_t drain_floor;
+
+static inline uint64_t time_of(const hl_event_t* ev, hl_ring_t* r) {
+    if (ev->ticks && (int64_t)(ev->ticks - r->known_ticks) > 0)
+        r->known_ticks = ev->ticks;
+    return r->known_ticks;
+}
+
 // ev and, for the kinds that take two, the event after it (its address).
-static void encode_event(const hl_event_t* ev, const hl_event_t* next, const hl_ring_t* r) {
+static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t* r) {
     if (hl_unlikely(enc.cur_thread != r->thread_index)) {
         ensure_thread(r->thread_index, r->tid);
         if (enc_reserve(&enc, 16) != 0)
@@ -234,7 +245,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, const hl_
     }
     if (enc_reserve(&enc, 96) != 0)
         return;
-    int64_t t = ticks_to_ns(ev->ticks);
+    int64_t t = ticks_to_ns(time_of(ev, r));
     if (hl_unlikely(t - enc.last_mark >= (int64_t)HL_TIME_STEP_US * 1000)) {
         enc_tag(&enc, REC_TIME);
         enc_time(&enc, t);
@@ -305,6 +316,7 @@ static void drain_all(void) {
     // events is taken while it is at most the slack past the others' next event, which keeps
     // each thread's repeating patterns whole for the compressor.
     uint64_t slack = (uint64_t)((double)HL_MERGE_SLACK_US * 1000.0 / ns_per_tick);
+    uint64_t now = clock_ticks();
     for (;;) {
         hl_ring_t* rings[HL_MERGE_MAX];
         uint64_t pos[HL_MERGE_MAX], end[HL_MERGE_MAX];
@@ -330,6 +342,8 @@ static void drain_all(void) {
                 h--;
             if (h == tl)
                 continue;
+            if ((int64_t)(drain_floor - r->known_ticks) > 0)
+                r->known_ticks = drain_floor;
             rings[k] = r;
             pos[k] = tl;
             end[k] = h;
@@ -337,7 +351,7 @@ static void drain_all(void) {
         }
         thread_unlock();
         if (k == 0)
-            return;
+            break;
         for (;;) {
             int best = -1, others = 0;
             uint64_t best_t = 0, next_t = 0; // the earliest head, and the earliest of the rest
@@ -376,8 +390,9 @@ static void drain_all(void) {
         for (int i = 0; i < k; i++)
             atomic_store_explicit(&rings[i]->tail, end[i], memory_order_release);
         if (!more)
-            return;
+            break;
     }
+    drain_floor = now;
 }
 
 static void flush_chunk(void);
