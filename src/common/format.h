@@ -30,7 +30,9 @@
 // delta-coded against the previous record of the chunk that carried one (0 at a chunk's start).
 // Heap events (ALLOC, FREE, MMAP, MUNMAP) carry none: they happened at the time of the last
 // timed record before them, to within HL_TIME_STEP_US (the writer puts a TIME record before an
-// event whenever the event is that much later than the last time written).
+// event whenever the event is that much later than the last time written). In a process with one
+// thread the agent reads the clock for one event in 64, so an event that comes alone after a
+// pause may be placed up to one writer pass (the sample period, 10 ms) early.
 //
 // Thread. Heap events belong to the current thread, set by SWITCH (the writer states it again
 // at the start of every chunk). Events of different threads are in time order across threads
