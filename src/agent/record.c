@@ -19,7 +19,7 @@ static HL_COLD int attach_slow(hl_thread_t* t) {
 // only one event in 64 reads the clock (rdtsc costs ~10 ns here, a tenth of a whole call on
 // tree or cxx) and the writer gives the others the latest time it knows (writer.c).
 HL_INLINE uint64_t event_ticks(hl_thread_t* t) {
-    if (hl_likely(__libc_single_threaded) && (++t->untimed & 63))
+    if (hl_likely(__libc_single_threaded) && (t->untimed++ & 63)) // a thread's first is timed
         return 0;
     return clock_ticks();
 }

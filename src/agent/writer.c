@@ -36,8 +36,11 @@ static uint64_t last_flush_ns, last_sample_ns;
 static uint64_t tick0, mono0;
 static double ns_per_tick = 1.0;
 
+static uint64_t drain_floor; // see time_of
+
 void writer_clock_init(void) {
     tick0 = clock_ticks();
+    drain_floor = tick0;
     mono0 = clock_mono_ns();
 #if HL_CLOCK_IS_TSC
     uint64_t m;
@@ -225,7 +228,6 @@ static void preamble(void) {
 // Events of a single-threaded process mostly come without a time (record.c): theirs is the
 // latest time known for their ring, from its last timed event or from the drain before (every
 // event drained now was made after that drain looked at the ring).
-static uint64_t drain_floor;
 
 static inline uint64_t time_of(const hl_event_t* ev, hl_ring_t* r) {
     if (ev->ticks && (int64_t)(ev->ticks - r->known_ticks) > 0)
