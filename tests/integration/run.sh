@@ -148,6 +148,7 @@ check alloc_basic "$J" \
     "frame('definite', 'leak_via_malloc')['file'].endswith('alloc_basic.c')" \
     "frame('definite', 'leak_via_malloc')['line'] > 0" \
     "names('malloc_ten') == []" "names('calloc_five') == []" \
+    "0 <= totals['peak_time_ns'] <= end['time_ns']" \
     "lb('indirect') == 0" "lb('possible') == 0" "lb('reachable') == 0" "lb('unscanned') == 0" \
     "errors == []" "scanned == True" "end['how'] == 'exit'" "end['value'] == 0" \
     "process['exe'].endswith('/alloc_basic')" "process['fork_child'] == False" "children == []"
@@ -365,7 +366,8 @@ check threads_churn "$J" \
     "rec('definite', 'short_lived_leak') == {'bytes': 160, 'blocks': 16, 'records': 1}" \
     "lb('definite') == 160" "lb('indirect') == 0" "lb('reachable') == 0" \
     "lb('possible') == rec('possible', 'allocate_dtv')['bytes']" \
-    "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []"
+    "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []" \
+    "0 < totals['peak_time_ns'] <= end['time_ns']"
 
 # ================================================================================================
 # fork, exec, dlopen
