@@ -18,7 +18,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "live_slot.h"
 #include "live_spill.h"
 
 #define HL_GRANULE_SHIFT 5

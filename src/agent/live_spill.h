@@ -5,6 +5,14 @@
 
 #include "agent.h"
 
+// What a slot of either level holds: the rest goes to the second level's side list.
+#define HL_ADDR_BITS 47
+#define HL_SIZE_BITS 40
+
+static inline int fits(const hl_block_t* b) {
+    return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
+}
+
 extern _Atomic int hl_spill_used; // set once the first block went there
 
 void spill_insert(const hl_block_t* b);
