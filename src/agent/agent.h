@@ -148,7 +148,9 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 void* os_map(size_t size);       // zeroed anonymous memory, or NULL
 void* os_map_dense(size_t size); // the same, populated at once (for tables used whole)
 void os_unmap(void* p, size_t size);
-void* os_reserve(size_t size); // large and lazily backed: pages cost only once touched
+void* os_reserve(size_t size);         // large and lazily backed: pages cost only once touched
+void os_discard(void* p, size_t size); // gives the pages back; they read as zeros after
+void os_yield(void);
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
 int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns);
@@ -218,6 +220,8 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 uint32_t stack_count(void);                                   // ids are 1..stack_count()
 void stacks_init(void);
+void stacks_lock(void); // around fork: no node is being made
+void stacks_unlock(void);
 uint32_t stack_capture(hl_thread_t* t);         // unwind + intern, for the current call on thread t
 uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its own reuse cache)
 void unwind_init(void);

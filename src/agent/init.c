@@ -20,7 +20,9 @@ static int from_start = 1;
 static int exit_status;
 static int on_exit_registered;
 
-int agent_is_from_start(void) { return from_start; }
+int agent_is_from_start(void) {
+    return from_start;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Whether this image is traced at all: --no-follow traces only the first image of the first
@@ -47,11 +49,13 @@ static void fork_prepare(void) {
     writer_lock();
     thread_lock();
     live_lock_all();
+    stacks_lock();
 }
 
 static void fork_parent(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
+    stacks_unlock();
     live_unlock_all();
     thread_unlock();
     writer_unlock();
@@ -60,6 +64,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
+    stacks_unlock();
     live_reset_after_fork();
     uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
@@ -173,7 +178,9 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     thread_self()->busy = was_busy;
 }
 
-void agent_finish(int how, int value) { agent_finish_in(how, value, NULL); }
+void agent_finish(int how, int value) {
+    agent_finish_in(how, value, NULL);
+}
 
 void agent_before_exec(const char* path) {
     if (atomic_load(&hl_phase) != HL_ON || thread_self()->busy)

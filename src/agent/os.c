@@ -101,7 +101,7 @@ static void* map_flags(size_t size, int extra) {
 #endif
 void* os_map_dense(size_t size) {
     void* p = map_flags(size, 0);
-    if (p && size >= (1u << 20))
+    if (p)
         syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE);
     return p;
 }
@@ -111,6 +111,14 @@ void* os_map(size_t size) {
 }
 void* os_reserve(size_t size) {
     return map_flags(size, MAP_NORESERVE);
+}
+
+void os_discard(void* p, size_t size) {
+    syscall(SYS_madvise, p, size, MADV_DONTNEED);
+}
+
+void os_yield(void) {
+    syscall(SYS_sched_yield);
 }
 
 void os_unmap(void* p, size_t size) {

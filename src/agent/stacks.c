@@ -3,15 +3,16 @@
 // address), so stacks that share their outer frames share their nodes, and a program with
 // millions of distinct call paths (recursion over a tree) costs one node per path, not a copy
 // of every path. A node is found by the hash of the path from the root to it, so a stack seen
-// before costs one probe; the table is lock-free (a node is written, then published with one
-// compare-and-swap). The writer emits a node (FRAME record) the first time an event needs it.
+// before costs one probe, and finding takes no lock (making a node does). The writer emits a
+// node (FRAME record) the first time an event needs it.
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "agent.h"
 
-#define HL_STACK_SLOTS (1u << 25)   // table slots (lazily backed)
-#define HL_STACK_NODES (24u << 20)  // nodes, all stacks together
+#define HL_STACK_NODES (24u << 20) // nodes, all stacks together
+#define HL_TABLE_FIRST 16          // log2 of the first table's slots (256 KiB)
+#define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
 
 typedef struct node_s {
     uintptr_t ip;
@@ -20,15 +21,38 @@ typedef struct node_s {
     uint32_t depth;     // frames from the root, this one included
 } node_t;
 
-static _Atomic uint32_t* slots; // node id, 0 = empty
-static node_t* nodes;           // by id, from 1
+// The slots that find a node by its path hash: node ids, 0 = empty. Readers probe without a
+// lock; a node is added, and the table replaced by one four times larger once half full, only
+// under make_lock. The table grows with the stacks a program has (a fixed one sized for the
+// largest programs costs every small one a fault, and a copy-on-write fault at that, per new
+// node: its slots land on random pages).
+typedef struct table_s {
+    uint32_t mask;
+    _Atomic uint32_t slot[];
+} table_t;
+
+static _Atomic(table_t*) table;
+static node_t* nodes; // by id, from 1
 static _Atomic uint32_t next_id;
+static _Atomic int make_lock;
+
+static size_t table_bytes(uint32_t log2_slots) {
+    return sizeof(table_t) + ((size_t)1 << log2_slots) * sizeof(uint32_t);
+}
+
+// Populated at once: the slots are probed at random, and a page first read is a zero page that
+// the first insert then copies (a second fault, and a TLB flush on every CPU).
+static table_t* table_make(uint32_t log2_slots) {
+    table_t* t = os_map_dense(table_bytes(log2_slots));
+    if (t)
+        t->mask = (1u << log2_slots) - 1;
+    return t;
+}
 
 void stacks_init(void) {
-    slots = os_reserve(HL_STACK_SLOTS * sizeof(uint32_t));
     nodes = os_reserve((HL_STACK_NODES + 1) * sizeof(node_t));
-    if (!slots || !nodes)
-        slots = NULL;
+    table_t* t = nodes ? table_make(HL_TABLE_FIRST) : NULL;
+    atomic_store_explicit(&table, t, memory_order_release);
 }
 
 static inline uint64_t path_mix(uint64_t h, uintptr_t ip) {
@@ -37,42 +61,83 @@ static inline uint64_t path_mix(uint64_t h, uintptr_t ip) {
     return (h ^ (h >> 33)) | 1;
 }
 
-// The node for (parent, ip) whose path hash is h, created if new. 0 when the table is full.
-static uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
-    uint32_t i = (uint32_t)h & (HL_STACK_SLOTS - 1);
-    uint32_t mine = 0;
-    for (;;) {
-        uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
-        if (id == 0) {
-            if (!mine) {
-                mine = atomic_fetch_add(&next_id, 1) + 1;
-                if (mine > HL_STACK_NODES)
-                    return 0;
-                nodes[mine] = (node_t){ip, h, parent, depth};
-            }
-            uint32_t expected = 0;
-            if (atomic_compare_exchange_strong_explicit(&slots[i], &expected, mine,
-                                                        memory_order_release, memory_order_acquire))
-                return mine;
-            id = expected;
-        }
-        const node_t* nd = &nodes[id];
-        if (nd->path_hash == h && nd->ip == ip && nd->parent == parent)
-            return id; // (a node made here but beaten to the slot stays unused)
-        i = (i + 1) & (HL_STACK_SLOTS - 1);
+static void place(table_t* t, uint32_t id, uint64_t h) {
+    uint32_t i = (uint32_t)h & t->mask;
+    while (atomic_load_explicit(&t->slot[i], memory_order_relaxed))
+        i = (i + 1) & t->mask;
+    atomic_store_explicit(&t->slot[i], id, memory_order_release);
+}
+
+// Under make_lock: a table four times larger holding every node, published whole. The old one
+// is left to readers that may still be probing it (its pages are given back; a reader then
+// sees empty slots and comes to make_lock, where the new table answers).
+static void grow(table_t* old, uint32_t count) {
+    uint32_t log2 = (uint32_t)__builtin_ctz(old->mask + 1) + 2;
+    if (log2 > HL_TABLE_LAST)
+        return;
+    table_t* t = table_make(log2);
+    if (!t)
+        return;
+    for (uint32_t id = 1; id <= count; id++)
+        place(t, id, nodes[id].path_hash);
+    atomic_store_explicit(&table, t, memory_order_release);
+    os_discard(old, table_bytes((uint32_t)__builtin_ctz(old->mask + 1)));
+}
+
+static inline int node_is(uint32_t id, uint32_t parent, uintptr_t ip, uint64_t h) {
+    const node_t* nd = &nodes[id];
+    return nd->path_hash == h && nd->ip == ip && nd->parent == parent;
+}
+
+static HL_COLD uint32_t node_make(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
+    stacks_lock();
+    table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint32_t i = (uint32_t)h & t->mask, id;
+    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
+        if (node_is(id, parent, ip, h))
+            goto out; // made by another thread meanwhile
+        i = (i + 1) & t->mask;
     }
+    id = atomic_load_explicit(&next_id, memory_order_relaxed) + 1;
+    // Full (or a table that could not grow is three quarters full): the event goes without a
+    // stack rather than not at all.
+    if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
+        id = 0;
+        goto out;
+    }
+    nodes[id] = (node_t){ip, h, parent, depth};
+    atomic_store_explicit(&next_id, id, memory_order_release);
+    atomic_store_explicit(&t->slot[i], id, memory_order_release);
+    if ((uint64_t)id * 2 > (uint64_t)t->mask + 1)
+        grow(t, id);
+out:
+    stacks_unlock();
+    return id;
+}
+
+// The node for (parent, ip) whose path hash is h, made if new. 0 when the nodes are used up.
+static inline uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
+    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint32_t i = (uint32_t)h & t->mask, id;
+    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
+        if (node_is(id, parent, ip, h))
+            return id;
+        i = (i + 1) & t->mask;
+    }
+    return node_make(parent, ip, h, depth);
 }
 
 uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
-    if (hl_unlikely(!slots || n <= 0))
+    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    if (hl_unlikely(!t || n <= 0))
         return 0;
     uint64_t h = 0;
     for (int i = n - 1; i >= 0; i--)
         h = path_mix(h, ips[i]);
     // Seen before: the whole path's hash finds its innermost node at once.
-    uint32_t i = (uint32_t)h & (HL_STACK_SLOTS - 1);
+    uint32_t i = (uint32_t)h & t->mask;
     for (;;) {
-        uint32_t id = atomic_load_explicit(&slots[i], memory_order_acquire);
+        uint32_t id = atomic_load_explicit(&t->slot[i], memory_order_acquire);
         if (id == 0)
             break;
         const node_t* nd = &nodes[id];
@@ -84,7 +149,7 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
             }
             return id;
         }
-        i = (i + 1) & (HL_STACK_SLOTS - 1);
+        i = (i + 1) & t->mask;
     }
     uint32_t parent = 0;
     uint64_t ph = 0;
@@ -92,7 +157,7 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
         ph = path_mix(ph, ips[k]);
         parent = node_get(parent, ips[k], ph, (uint32_t)(n - k));
         if (!parent)
-            return 0; // full: the event goes without a stack rather than not at all
+            return 0;
         if (node_of)
             node_of[k] = parent;
     }
@@ -100,7 +165,7 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
 }
 
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of) {
-    if (hl_unlikely(!slots || !base))
+    if (hl_unlikely(!atomic_load_explicit(&table, memory_order_relaxed) || !base))
         return 0;
     uint64_t h = nodes[base].path_hash;
     uint32_t depth = nodes[base].depth;
@@ -121,4 +186,15 @@ int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
     return 0;
 }
 
-uint32_t stack_count(void) { return atomic_load(&next_id); }
+// fork: the child must not inherit make_lock held, nor a table half made.
+void stacks_lock(void) {
+    while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
+        os_yield();
+}
+void stacks_unlock(void) {
+    atomic_store_explicit(&make_lock, 0, memory_order_release);
+}
+
+uint32_t stack_count(void) {
+    return atomic_load(&next_id);
+}
