@@ -42,6 +42,16 @@ typedef struct hl_event_s {
 
 // Single-producer (the owning thread) single-consumer (the writer) ring.
 #define HL_RING_EVENTS 16384u
+// A header block its thread released (a header block's own record is the allocator's then):
+// what a double free of it reports.
+#define HL_RELEASED 128
+typedef struct hl_released_s {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t stack, release_stack;
+    uint32_t owner; // thread index << 8 | fn
+} hl_released_t;
+
 typedef struct hl_ring_s {
     _Alignas(64) _Atomic uint64_t head; // written by the producer only
     uint64_t tail_cache;                // producer's last view of tail
@@ -51,6 +61,8 @@ typedef struct hl_ring_s {
     _Atomic int is_dead;    // owner exited; writer drains then recycles
     struct hl_ring_s* next; // registry list
     uint64_t known_ticks;   // writer's: the latest time known for this ring's events
+    uint32_t released_next; // owner's: count of released[] entries written
+    hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;
 
@@ -93,6 +105,7 @@ typedef struct hl_options_s {
     int scan_at_exit;   // run the reachability scan at exit
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
+    size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes
 } hl_options_t;
@@ -238,6 +251,7 @@ typedef struct hl_block_s {
     uint8_t state;       // HL_BLOCK_*
     uint8_t guarded;     // guard bytes follow the block
     uint8_t is_internal; // made by the agent's own libraries: tracked, never reported
+    uint8_t headed;      // its record is in the HL_HEADER bytes before it (live_header.c)
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
 } hl_block_t;
@@ -249,12 +263,18 @@ enum hl_block_state {
     HL_BLOCK_TOMB = 3
 };
 
+// The record a block of malloc, calloc or realloc carries before it while guards are on: the
+// allocator is asked for HL_HEADER more bytes, and its pointer is the program's minus these.
+#define HL_HEADER 16
+int live_header_room(uintptr_t addr); // may a block at addr carry a header? (marks made)
+
 void live_init(void);
 void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr
 void live_insert(const hl_block_t* b);
 // Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
-// removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out), or
-// HL_BLOCK_EMPTY when the agent never saw it.
+// removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out; for a
+// header block only out->headed: record.c keeps what it was), or HL_BLOCK_EMPTY when the agent
+// never saw it.
 int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack);
 int live_lookup(uintptr_t addr, hl_block_t* out);
 void live_lock_all(void);
@@ -267,13 +287,16 @@ void live_reset_after_fork(void);
 // ---------------------------------------------------------------------------------------------
 // record.c: the hot path proper.
 // ---------------------------------------------------------------------------------------------
-void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded);
+enum { HL_AS_GUARDED = 1, HL_AS_HEADED = 2 }; // how a block was laid out (record_alloc_as)
+void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how);
 HL_INLINE void record_alloc(hl_thread_t* t, void* p, size_t size, int fn) {
-    record_alloc_guarded(t, p, size, fn, hl_opt.guard > 0);
+    record_alloc_as(t, p, size, fn, hl_opt.guard > 0 ? HL_AS_GUARDED : 0);
 }
-// Returns 1 when p may be passed to the real release function, 0 when it must not (the call
-// was a heap error that the allocator would crash on).
-int record_free(hl_thread_t* t, void* p, int fn);
+// The pointer to pass to the real release function (p, or the start of p's header), or NULL
+// when nothing must be passed (the call was a heap error that the allocator would crash on).
+void* record_free(hl_thread_t* t, void* p, int fn);
+// The same for a release the agent does not record (tracing off, or inside the agent).
+void* record_free_untraced(void* p);
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags);
 void record_munmap(hl_thread_t* t, void* p, size_t len);
 size_t record_usable_size(void* p); // requested size of a guarded block, else (size_t)-1

@@ -86,9 +86,7 @@ static HL_COLD void* slow_alloc(size_t size, size_t align, int fn, size_t nmemb)
 static HL_COLD void slow_free(void* p) {
     if (atomic_load(&hl_real_ready) != 2)
         return;
-    if (atomic_load(&hl_phase) == HL_ON && thread_self()->busy)
-        record_internal_free(p);
-    hl_real.free(p);
+    hl_real.free(record_free_untraced(p));
 }
 
 // With guards on, the real block is size + guard bytes; a size near SIZE_MAX must still fail
@@ -96,6 +94,30 @@ static HL_COLD void slow_free(void* p) {
 static inline size_t padded(size_t size) {
     size_t g = (size_t)hl_opt.guard;
     return size > SIZE_MAX - g ? SIZE_MAX : size + g;
+}
+
+// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded
+// to 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
+static inline size_t headed_size(size_t size) {
+    size_t extra = HL_HEADER + (size_t)hl_opt.guard + 15;
+    return size > SIZE_MAX - extra ? SIZE_MAX : (size + extra) & ~(size_t)15;
+}
+
+// The program's pointer to the header block q (of headed_size(size) bytes), recorded. Where no
+// mark can say it has a header (the agent out of memory for its marks), its contents move to a
+// block without one.
+static void* give_headed(hl_thread_t* t, char* q, size_t size, int fn) {
+    if (hl_likely(live_header_room((uintptr_t)q + HL_HEADER))) {
+        record_alloc_as(t, q + HL_HEADER, size, fn, HL_AS_GUARDED | HL_AS_HEADED);
+        return q + HL_HEADER;
+    }
+    void* p = hl_real.malloc(padded(size));
+    if (p) {
+        memcpy(p, q + HL_HEADER, size);
+        record_alloc(t, p, size, fn);
+    }
+    hl_real.free(q);
+    return p;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -106,9 +128,15 @@ void* hook_alloc(size_t size, int fn) {
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, 16, fn, 0);
     t->busy = 1;
-    void* p = hl_real.malloc(padded(size));
-    if (hl_likely(p != NULL))
-        record_alloc(t, p, size, fn);
+    void* p;
+    if (size >= hl_opt.header_min) {
+        char* q = hl_real.malloc(headed_size(size));
+        p = q ? give_headed(t, q, size, fn) : NULL;
+    } else {
+        p = hl_real.malloc(padded(size));
+        if (p)
+            record_alloc(t, p, size, fn);
+    }
     t->busy = 0;
     return p;
 }
@@ -124,14 +152,18 @@ void hook_free(void* p, int fn) {
         return;
     }
     t->busy = 1;
-    int pass = record_free(t, p, fn);
+    void* real = record_free(t, p, fn);
     t->busy = 0;
-    if (hl_likely(pass))
-        hl_real.free(p);
+    if (hl_likely(real != NULL))
+        hl_real.free(real);
 }
 
-HL_EXPORT void* malloc(size_t size) { return hook_alloc(size, HL_FN_MALLOC); }
-HL_EXPORT void free(void* p) { hook_free(p, HL_FN_FREE); }
+HL_EXPORT void* malloc(size_t size) {
+    return hook_alloc(size, HL_FN_MALLOC);
+}
+HL_EXPORT void free(void* p) {
+    hook_free(p, HL_FN_FREE);
+}
 
 HL_EXPORT void* calloc(size_t nmemb, size_t size) {
     hl_thread_t* t = thread_self();
@@ -143,11 +175,56 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
         return NULL;
     }
     t->busy = 1;
-    void* p = hl_real.calloc(1, padded(total));
-    if (hl_likely(p != NULL))
-        record_alloc(t, p, total, HL_FN_CALLOC);
+    void* p;
+    if (total >= hl_opt.header_min) {
+        char* q = hl_real.calloc(1, headed_size(total));
+        p = q ? give_headed(t, q, total, HL_FN_CALLOC) : NULL;
+    } else {
+        p = hl_real.calloc(1, padded(total));
+        if (p)
+            record_alloc(t, p, total, HL_FN_CALLOC);
+    }
     t->busy = 0;
     return p;
+}
+
+// realloc while tracing is off or inside the agent: a header block stays one (a later release
+// must still find its header), the rest goes straight through.
+static HL_COLD void* slow_realloc(hl_thread_t* t, void* p, size_t size) {
+    if (atomic_load(&hl_real_ready) != 2)
+        return NULL;
+    hl_block_t b;
+    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.headed) {
+        live_remove((uintptr_t)p, &b, 0);
+        if (size == 0) // what realloc(p, 0) means is the allocator's to say
+            return hl_real.realloc((char*)p - HL_HEADER, 0);
+        char* q = hl_real.realloc((char*)p - HL_HEADER, headed_size(size));
+        if (!q) {
+            live_insert(&b);
+            return NULL;
+        }
+        if (!live_header_room((uintptr_t)q + HL_HEADER)) {
+            void* plain = hl_real.malloc(size);
+            if (plain)
+                memcpy(plain, q + HL_HEADER, size);
+            hl_real.free(q);
+            return plain;
+        }
+        b.addr = (uintptr_t)q + HL_HEADER;
+        b.size = size;
+        if (b.guarded)
+            guard_fill(q + HL_HEADER, size);
+        live_insert(&b);
+        return q + HL_HEADER;
+    }
+    if (atomic_load(&hl_phase) == HL_ON && t->busy) {
+        record_internal_free(p);
+        void* q = hl_real.realloc(p, size);
+        if (q)
+            record_internal_alloc(q, size);
+        return q;
+    }
+    return hl_real.realloc(p, size);
 }
 
 static void* realloc_impl(void* p, size_t size, int fn) {
@@ -155,12 +232,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
     if (!p) {
         if (!HOOK_READY() || t->busy)
             return slow_alloc(size, 16, HL_FN_MALLOC, 0);
-        t->busy = 1;
-        void* q = hl_real.malloc(padded(size));
-        if (q)
-            record_alloc(t, q, size, fn);
-        t->busy = 0;
-        return q;
+        return hook_alloc(size, fn);
     }
     if (hl_unlikely(bootstrap_owns(p))) {
         // Never give arena memory to the allocator: move the contents to a real block.
@@ -171,18 +243,8 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         }
         return q;
     }
-    if (!HOOK_READY() || t->busy) {
-        if (atomic_load(&hl_real_ready) != 2)
-            return NULL;
-        if (atomic_load(&hl_phase) == HL_ON && t->busy) {
-            record_internal_free(p);
-            void* q = hl_real.realloc(p, size);
-            if (q)
-                record_internal_alloc(q, size);
-            return q;
-        }
-        return hl_real.realloc(p, size);
-    }
+    if (!HOOK_READY() || t->busy)
+        return slow_realloc(t, p, size);
     t->busy = 1;
     hl_block_t old;
     int verdict = record_realloc_begin(t, p, &old);
@@ -192,19 +254,36 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         errno = EINVAL;
         return NULL;
     }
-    if (verdict != 0) {
-        q = hl_real.realloc(p, size);
-        if (q && verdict == 1)
-            record_alloc(t, q, size, fn);
+    if (verdict < 0) { // this thread cannot trace (tracing stopped)
+        q = slow_realloc(t, p, size);
         t->busy = 0;
         return q;
     }
+    if (verdict == 1) { // a block from before the agent came: no room for a guard
+        q = hl_real.realloc(p, size);
+        if (q)
+            record_alloc_as(t, q, size, fn, 0);
+        t->busy = 0;
+        return q;
+    }
+    char* real = old.headed ? (char*)p - HL_HEADER : p;
     if (size == 0) {
         // The allocator decides what realloc(p, 0) means (glibc frees); ask it unpadded.
-        q = hl_real.realloc(p, 0);
+        q = hl_real.realloc(real, 0);
         record_realloc_done(t, &old, NULL, 0, fn);
         if (q)
-            record_alloc_guarded(t, q, 0, fn, 0);
+            record_alloc_as(t, q, 0, fn, 0);
+    } else if (old.headed) {
+        char* r = hl_real.realloc(real, headed_size(size));
+        q = r ? r + HL_HEADER : NULL;
+        if (!r) {
+            record_realloc_undo(&old);
+        } else if (hl_likely(live_header_room((uintptr_t)q))) {
+            record_realloc_done(t, &old, q, size, fn);
+        } else { // no mark for its new place: moved to a block without a header
+            record_realloc_done(t, &old, NULL, 0, fn);
+            q = give_headed(t, r, size, fn);
+        }
     } else {
         q = hl_real.realloc(p, padded(size));
         if (!q)
@@ -216,7 +295,9 @@ static void* realloc_impl(void* p, size_t size, int fn) {
     return q;
 }
 
-HL_EXPORT void* realloc(void* p, size_t size) { return realloc_impl(p, size, HL_FN_REALLOC); }
+HL_EXPORT void* realloc(void* p, size_t size) {
+    return realloc_impl(p, size, HL_FN_REALLOC);
+}
 
 HL_EXPORT void* reallocarray(void* p, size_t nmemb, size_t size) {
     size_t total;
@@ -265,8 +346,12 @@ HL_EXPORT void* memalign(size_t align, size_t size) {
 HL_EXPORT void* aligned_alloc(size_t align, size_t size) {
     return hook_aligned(align, size, HL_FN_ALIGNED_ALLOC);
 }
-HL_EXPORT void* valloc(size_t size) { return hook_aligned(4096, size, HL_FN_VALLOC); }
-HL_EXPORT void* pvalloc(size_t size) { return hook_aligned(4096, size, HL_FN_PVALLOC); }
+HL_EXPORT void* valloc(size_t size) {
+    return hook_aligned(4096, size, HL_FN_VALLOC);
+}
+HL_EXPORT void* pvalloc(size_t size) {
+    return hook_aligned(4096, size, HL_FN_PVALLOC);
+}
 
 HL_EXPORT int posix_memalign(void** out, size_t align, size_t size) {
     if (align < sizeof(void*) || (align & (align - 1)) != 0)
@@ -298,11 +383,10 @@ HL_EXPORT size_t malloc_usable_size(void* p) {
         return 0;
     if (atomic_load(&hl_real_ready) != 2)
         return 0;
-    hl_thread_t* t = thread_self();
-    if (HOOK_READY() && !t->busy && hl_opt.guard) {
-        t->busy = 1;
+    // A header block's size is known whatever the agent is doing (its header is not the
+    // allocator's pointer).
+    if (hl_opt.guard) {
         size_t n = record_usable_size(p);
-        t->busy = 0;
         if (n != (size_t)-1)
             return n;
     }
@@ -310,4 +394,6 @@ HL_EXPORT size_t malloc_usable_size(void* p) {
 }
 
 // cfree is gone from current glibc but old binaries may still call it.
-HL_EXPORT void cfree(void* p) { free(p); }
+HL_EXPORT void cfree(void* p) {
+    free(p);
+}

@@ -18,14 +18,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "live_spill.h"
+#include "live_levels.h"
 
 #define HL_GRANULE_SHIFT 5
 #define HL_REGION_SHIFT 24
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
 #define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(dslot_t))
 #define HL_DIR_ENTRIES (1u << (HL_ADDR_BITS - HL_REGION_SHIFT))
-#define HL_MAX_REGIONS 65536 // 1 TiB of heap address space
 
 // A slot. Its granule gives the address but for the block's offset in it:
 //   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | state (2, bits 62-63)
@@ -77,6 +76,7 @@ static _Atomic uint32_t nmade;
 static _Atomic int make_lock;
 
 void live_init(void) {
+    header_init();
     dir = os_map((size_t)HL_DIR_ENTRIES * sizeof *dir);
     made = os_map(HL_MAX_REGIONS * sizeof *made);
     if (!made)
@@ -121,6 +121,10 @@ void live_prefetch(uintptr_t addr) {
 }
 
 void live_insert(const hl_block_t* b) {
+    if (b->headed) {
+        header_insert(b);
+        return;
+    }
     dslot_t* s = NULL;
     if (hl_likely(fits(b) && dir)) {
         s = slot_of(b->addr);
@@ -151,6 +155,12 @@ void live_insert(const hl_block_t* b) {
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
 // (release_stack kept as the place it was freed).
 static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
+    int marked = HL_BLOCK_EMPTY;
+    if (hl_likely(atomic_load_explicit(&hl_headers_used, memory_order_relaxed))) {
+        marked = header_take(addr, out, release);
+        if (hl_likely(marked == HL_BLOCK_LIVE))
+            return marked;
+    }
     dslot_t* s = hl_likely(dir && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
     if (hl_likely(s != NULL)) {
         uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
@@ -169,9 +179,17 @@ static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t re
             return state;
         }
     }
-    if (atomic_load_explicit(&hl_spill_used, memory_order_relaxed))
-        return spill_take(addr, out, release, release_stack);
-    return HL_BLOCK_EMPTY;
+    if (atomic_load_explicit(&hl_spill_used, memory_order_relaxed)) {
+        int state = spill_take(addr, out, release, release_stack);
+        if (state != HL_BLOCK_EMPTY)
+            return state;
+    }
+    if (marked == HL_BLOCK_FREED) { // what the freed block was, record.c may know
+        memset(out, 0, sizeof *out);
+        out->addr = addr;
+        out->headed = 1;
+    }
+    return marked;
 }
 
 int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack) {
@@ -192,6 +210,7 @@ void live_unlock_all(void) {
 }
 void live_reset_after_fork(void) {
     atomic_store(&make_lock, 0);
+    header_reset_after_fork();
     spill_reset_after_fork();
 }
 
@@ -222,6 +241,8 @@ static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* ar
 }
 
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    if (atomic_load(&hl_headers_used))
+        header_for_each(fn, arg);
     if (dir)
         direct_for_each(fn, arg);
     if (atomic_load(&hl_spill_used))
@@ -235,6 +256,8 @@ static void count_one(const hl_block_t* b, void* arg) {
 
 uint64_t live_count(void) {
     uint64_t n = 0;
+    if (atomic_load(&hl_headers_used))
+        header_for_each(count_one, &n);
     if (dir)
         direct_for_each(count_one, &n);
     return n + (atomic_load(&hl_spill_used) ? spill_count() : 0);

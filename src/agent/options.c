@@ -45,6 +45,9 @@ void options_load(void) {
     hl_opt.release_stacks = env_int("HEAPLENS_RELEASE_STACKS", 1, 0, 1);
     // Guards must keep the real block's alignment: round to the pointer size.
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
+    // Without guards the allocator's layout stays untouched: no headers either.
+    hl_opt.header_min =
+        hl_opt.guard ? (size_t)env_int("HEAPLENS_HEADER_MIN", 256, 0, 1 << 30) : SIZE_MAX;
     strcpy(hl_opt.output, "heaplens.%e.%p.hl");
     env_str("HEAPLENS_OUTPUT", hl_opt.output, sizeof hl_opt.output);
     env_str("HEAPLENS_SESSION", hl_opt.session, sizeof hl_opt.session);

@@ -38,16 +38,25 @@ HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint3
     ring_commit(r);
 }
 
-void record_alloc_guarded(hl_thread_t* t, void* p, size_t size, int fn, int guarded) {
-    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0) {
+        if (how & HL_AS_HEADED) // still a header block to every later call
+            live_insert(&(hl_block_t){.addr = (uintptr_t)p,
+                                      .size = size,
+                                      .fn = (uint8_t)fn,
+                                      .guarded = how & HL_AS_GUARDED,
+                                      .headed = 1});
         return;
-    live_prefetch((uintptr_t)p);
+    }
+    if (!(how & HL_AS_HEADED))
+        live_prefetch((uintptr_t)p);
     uint32_t stack = stack_capture(t);
     hl_block_t b = {
         .addr = (uintptr_t)p,
         .size = size,
-        .fn = (uint64_t)fn,
-        .guarded = guarded != 0,
+        .fn = (uint8_t)fn,
+        .guarded = (how & HL_AS_GUARDED) != 0,
+        .headed = (how & HL_AS_HEADED) != 0,
         .stack = stack,
         .thread = t->index,
     };
@@ -81,32 +90,82 @@ static void push_free(hl_thread_t* t, const hl_block_t* b, int fn) {
     push_event(t, EV_FREE, fn, b->size, b->stack, (uint16_t)is_temporary);
 }
 
-int record_free(hl_thread_t* t, void* p, int fn) {
+// What a released header block was, kept by the releasing thread for a later double free
+// (the direct map keeps it in the freed slot; a header is the allocator's once released).
+static inline void note_released(hl_thread_t* t, const hl_block_t* b, uint32_t release_stack) {
+    hl_ring_t* r = t->ring;
+    hl_released_t* e = &r->released[r->released_next++ % HL_RELEASED];
+    e->addr = b->addr;
+    e->size = b->size;
+    e->stack = b->stack;
+    e->release_stack = release_stack;
+    e->owner = b->thread << 8 | b->fn;
+}
+
+static const hl_released_t* search_released(const hl_ring_t* r, uintptr_t addr) {
+    uint32_t n = r->released_next < HL_RELEASED ? r->released_next : HL_RELEASED;
+    for (uint32_t k = 1; k <= n; k++) {
+        const hl_released_t* e = &r->released[(r->released_next - k) % HL_RELEASED];
+        if (e->addr == addr)
+            return e;
+    }
+    return NULL;
+}
+
+// The latest release of the header block at addr that a thread still remembers (this thread's
+// first), into *b as live_remove reports a FREED block; left as it is when none does.
+static HL_COLD void find_released(hl_thread_t* t, uintptr_t addr, hl_block_t* b) {
+    thread_lock();
+    const hl_released_t* e = search_released(t->ring, addr);
+    for (hl_ring_t* r = thread_rings(); r && !e; r = r->next)
+        if (r != t->ring)
+            e = search_released(r, addr);
+    if (e) {
+        b->size = e->size;
+        b->stack = e->stack;
+        b->fn = (uint8_t)(e->owner & 0xff);
+        b->thread = e->release_stack;
+    }
+    thread_unlock();
+}
+
+void* record_free(hl_thread_t* t, void* p, int fn) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
-        return 1;
+        return record_free_untraced(p);
     hl_block_t b;
     live_prefetch((uintptr_t)p);
     // Where the block is released is kept with it, for a double free to name both places.
     uint32_t here = hl_opt.release_stacks ? stack_capture_release(t) : 0;
     int state = live_remove((uintptr_t)p, &b, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
+        void* real = b.headed ? (char*)p - HL_HEADER : p;
         if (hl_unlikely(b.is_internal))
-            return 1;
+            return real;
         if (hl_unlikely(hl_fn_family((int)b.fn) != hl_fn_family(fn)))
             error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b, 0);
         if (b.guarded && hl_unlikely(!guard_is_intact(&b)))
             error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b, 0);
         push_free(t, &b, fn);
+        if (b.headed)
+            note_released(t, &b, here);
         if (hl_unlikely(t->park_pending))
             scan_park_self();
-        return 1;
+        return real;
     }
     if (!agent_is_from_start())
-        return 1; // allocated before the agent came: not ours to judge
+        return p; // allocated before the agent came: not ours to judge
+    if (state == HL_BLOCK_FREED && b.headed)
+        find_released(t, (uintptr_t)p, &b);
     error_report(state == HL_BLOCK_FREED ? HL_ERR_DOUBLE_FREE : HL_ERR_INVALID_FREE, fn,
                  (uintptr_t)p, state == HL_BLOCK_FREED ? &b : NULL,
                  state == HL_BLOCK_FREED ? b.thread : 0);
-    return 0;
+    return NULL;
+}
+
+void* record_free_untraced(void* p) {
+    hl_block_t b;
+    int state = live_remove((uintptr_t)p, &b, 0);
+    return state == HL_BLOCK_LIVE && b.headed ? (char*)p - HL_HEADER : p;
 }
 
 // realloc removes the old block before the real call (its address may be handed to another
@@ -120,10 +179,14 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
             error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
+        if (old->headed)
+            note_released(t, old, here);
         return 0;
     }
     if (!agent_is_from_start())
         return 1;
+    if (state == HL_BLOCK_FREED && old->headed)
+        find_released(t, (uintptr_t)p, old);
     if (state == HL_BLOCK_FREED)
         error_report(HL_ERR_REALLOC_FREED, HL_FN_REALLOC, (uintptr_t)p, old, old->thread);
     else
@@ -139,7 +202,9 @@ void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t 
     if (!old->is_internal)
         push_free(t, old, fn);
     if (q)
-        record_alloc(t, q, size, fn);
+        record_alloc_as(t, q, size, fn,
+                        old->headed ? HL_AS_GUARDED | HL_AS_HEADED
+                                    : (hl_opt.guard > 0 ? HL_AS_GUARDED : 0));
 }
 
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {

@@ -191,6 +191,10 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     LD_PRELOAD=$path hl "err_double_free_$lib" -- err_double_free
     expect_status "err_double_free under $lib" 0
     check "err_double_free under $lib" "$J" "errs('double_free', 'free_it_again') == 1"
+    LD_PRELOAD=$path HEAPLENS_HEADER_MIN=0 hl "alloc_headers_$lib" --no-follow -- alloc_headers
+    expect_stdout "alloc_headers under $lib (every block with a header)" "alloc_headers ok"
+    check "alloc_headers under $lib (every block with a header)" "$J" "errors == []" \
+        "rec('definite', 'leak_big') == {'bytes': 5000, 'blocks': 1, 'records': 1}"
     # 8- and 16-byte blocks packed closer than glibc ever does: live blocks share a granule of
     # the live table's direct map and go to its second level; every verdict must still hold
     LD_PRELOAD=$path hl "alloc_tiny_$lib" -- alloc_tiny
@@ -225,6 +229,24 @@ check alloc_realloc "$J" \
     "rec('definite', 'reallocarray_grow') == {'bytes': 160, 'blocks': 1, 'records': 1}" \
     "names('realloc_from_null') == []" "names('reallocarray_from_null') == []" \
     "lb('reachable') == 0" "errors == []"
+
+# Blocks that carry the agent's header: by default those of 256 bytes and more, with
+# HEAPLENS_HEADER_MIN=0 every one, with --guard=0 none. Freed and realloc'd by their thread, by
+# another one, and (--no-follow) by an untraced child; the program checks contents, zeroes,
+# alignment and usable sizes itself.
+for mode in default min0 noguard; do
+    case $mode in
+    default) hl alloc_headers --no-follow -- alloc_headers ;;
+    min0) HEAPLENS_HEADER_MIN=0 hl alloc_headers_min0 --no-follow -- alloc_headers ;;
+    noguard) hl alloc_headers_noguard --no-follow --guard=0 -- alloc_headers ;;
+    esac
+    expect_status "alloc_headers ($mode)" 0
+    expect_stdout "alloc_headers ($mode)" "alloc_headers ok"
+    check "alloc_headers ($mode)" "$J" "errors == []" \
+        "rec('definite', 'leak_big') == {'bytes': 5000, 'blocks': 1, 'records': 1}" \
+        "rec('definite', 'leak_small') == {'bytes': 300, 'blocks': 1, 'records': 1}" \
+        "calls['realloc'] == 4" "calls['reallocarray'] == 2"
+done
 
 hl alloc_aligned -- alloc_aligned
 expect_status alloc_aligned 0
@@ -315,6 +337,19 @@ hl stack_shapes -- stack_shapes
 check stack_shapes "$J" "lb('definite') == 16 * 24" "rec('definite', 'leak_at_leaf')['records'] == 16" \
     "all(sum(1 for f in r['stack'] if f.get('function') == 'descend') == 4 for r in records if r.get('kind') == 'definitely_lost')" \
     "len({tuple((f.get('function'), f.get('line')) for f in r['stack']) for r in records if r.get('kind') == 'definitely_lost'}) == 16"
+
+# 2^17 paths (about 400K stack nodes): the agent's stack table grows twice while the program
+# runs; every path still has its own stack, and the 16 kept blocks their exact paths.
+hl stack_shapes_many -- stack_shapes 17
+check stack_shapes_many "$J" "totals['allocations'] == 131072" "lb('definite') == 16 * 24" \
+    "rec('definite', 'leak_at_leaf')['records'] == 16" \
+    "all(sum(1 for f in r['stack'] if f.get('function') == 'descend') == 17 for r in records if r.get('kind') == 'definitely_lost')" \
+    "len({tuple((f.get('function'), f.get('line')) for f in r['stack']) for r in records if r.get('kind') == 'definitely_lost'}) == 16"
+if "$HL" report --summary "$T" 2>&1 | grep -q "from 131,072 call sites"; then
+    pass "stack_shapes_many: 131,072 distinct call sites"
+else
+    fail "stack_shapes_many" "$("$HL" report --summary "$T" 2>&1 | grep allocations:)"
+fi
 
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0
@@ -491,59 +526,69 @@ fi
 # ================================================================================================
 # Heap errors: each reported, and the program carries on to a normal exit
 # ================================================================================================
-hl err_double_free -- err_double_free
-expect_status err_double_free 0
-expect_stdout err_double_free "err_double_free survived"
-check err_double_free "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
-    "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0" \
-    "errs_release('double_free', 'free_it_once') == 1"
-# Allocation stacks keep -d frames; the stack of the first release keeps its innermost 16.
-hl err_double_free_deep -d 64 -- err_double_free deep
-check err_double_free_deep "$J" "error_kinds() == ['double_free']" \
-    "errs_release('double_free', 'free_it_once') == 1" "len(errors[0]['release_stack']) == 16" \
-    "len(errors[0]['alloc_stack']) > 30" "errors[0]['alloc_stack'][30].get('function') == 'deep_alloc'"
-hl err_double_free_fast --no-release-stacks -- err_double_free
-check err_double_free_fast "$J" "error_kinds() == ['double_free']" \
-    "errs('double_free', 'free_it_again') == 1" "errs_release('double_free', 'free_it_once') == 0"
+# heap_errors SUFFIX: every heap error case, its names ending in SUFFIX.
+heap_errors() {
+    local s=$1
+    hl "err_double_free$s" -- err_double_free
+    expect_status "err_double_free$s" 0
+    expect_stdout "err_double_free$s" "err_double_free survived"
+    check "err_double_free$s" "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
+        "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0" \
+        "errs_release('double_free', 'free_it_once') == 1"
+    # Allocation stacks keep -d frames; the stack of the first release keeps its innermost 16.
+    hl "err_double_free_deep$s" -d 64 -- err_double_free deep
+    check "err_double_free_deep$s" "$J" "error_kinds() == ['double_free']" \
+        "errs_release('double_free', 'free_it_once') == 1" "len(errors[0]['release_stack']) == 16" \
+        "len(errors[0]['alloc_stack']) > 30" "errors[0]['alloc_stack'][30].get('function') == 'deep_alloc'"
+    hl "err_double_free_fast$s" --no-release-stacks -- err_double_free
+    check "err_double_free_fast$s" "$J" "error_kinds() == ['double_free']" \
+        "errs('double_free', 'free_it_again') == 1" "errs_release('double_free', 'free_it_once') == 0"
 
-hl err_free_stack -- err_free_stack
-expect_status err_free_stack 0
-expect_stdout err_free_stack "err_free_stack survived"
-check err_free_stack "$J" "error_kinds() == ['invalid_free']" "errs('invalid_free', 'free_stack_address') == 1"
+    hl "err_free_stack$s" -- err_free_stack
+    expect_status "err_free_stack$s" 0
+    expect_stdout "err_free_stack$s" "err_free_stack survived"
+    check "err_free_stack$s" "$J" "error_kinds() == ['invalid_free']" "errs('invalid_free', 'free_stack_address') == 1"
 
-hl err_free_interior -- err_free_interior
-expect_status err_free_interior 0
-expect_stdout err_free_interior "err_free_interior survived"
-check err_free_interior "$J" "error_kinds() == ['invalid_free']" \
-    "errs('invalid_free', 'free_interior_pointer') == 1" \
-    "totals['allocations'] == 1" "totals['frees'] == 1" "lb('definite') == 0"
+    hl "err_free_interior$s" -- err_free_interior
+    expect_status "err_free_interior$s" 0
+    expect_stdout "err_free_interior$s" "err_free_interior survived"
+    check "err_free_interior$s" "$J" "error_kinds() == ['invalid_free']" \
+        "errs('invalid_free', 'free_interior_pointer') == 1" \
+        "totals['allocations'] == 1" "totals['frees'] == 1" "lb('definite') == 0"
 
-hl err_mismatch -- err_mismatch
-expect_status err_mismatch 0
-expect_stdout err_mismatch "err_mismatch survived"
-check err_mismatch "$J" "error_kinds() == ['mismatched_free'] * 3" \
-    "errs('mismatched_free', 'new_then_free') == 1" "errs_alloc('mismatched_free', 'alloc_with_plain_new') == 1" \
-    "errs('mismatched_free', 'malloc_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_malloc') == 1" \
-    "errs('mismatched_free', 'newarray_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_new_array') == 1" \
-    "errs(None, 'correct_pair') == 0" "lb('definite') == 0"
+    hl "err_mismatch$s" -- err_mismatch
+    expect_status "err_mismatch$s" 0
+    expect_stdout "err_mismatch$s" "err_mismatch survived"
+    check "err_mismatch$s" "$J" "error_kinds() == ['mismatched_free'] * 3" \
+        "errs('mismatched_free', 'new_then_free') == 1" "errs_alloc('mismatched_free', 'alloc_with_plain_new') == 1" \
+        "errs('mismatched_free', 'malloc_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_malloc') == 1" \
+        "errs('mismatched_free', 'newarray_then_delete') == 1" "errs_alloc('mismatched_free', 'alloc_with_new_array') == 1" \
+        "errs(None, 'correct_pair') == 0" "lb('definite') == 0"
 
-hl err_overflow -- err_overflow
-expect_status err_overflow 0
-expect_stdout err_overflow "err_overflow survived"
-# One overflow found when the block is freed (stack: the free), one at exit (block still live).
-check err_overflow "$J" "error_kinds() == ['overflow', 'overflow']" \
-    "errs('overflow', 'release_overflowed') == 1" "errs_alloc('overflow', 'overflow_then_free') == 1" \
-    "errs_alloc('overflow', 'overflow_kept') == 1" "errs_alloc('overflow', 'write_in_bounds') == 0"
+    hl "err_overflow$s" -- err_overflow
+    expect_status "err_overflow$s" 0
+    expect_stdout "err_overflow$s" "err_overflow survived"
+    # One overflow found when the block is freed (stack: the free), one at exit (block still live).
+    check "err_overflow$s" "$J" "error_kinds() == ['overflow', 'overflow']" \
+        "errs('overflow', 'release_overflowed') == 1" "errs_alloc('overflow', 'overflow_then_free') == 1" \
+        "errs_alloc('overflow', 'overflow_kept') == 1" "errs_alloc('overflow', 'write_in_bounds') == 0"
 
-hl err_overflow_noguard --guard=0 -- err_overflow
-expect_status "err_overflow --guard=0" 0
-check "err_overflow --guard=0" "$J" "errors == []"
+    hl "err_overflow_noguard$s" --guard=0 -- err_overflow
+    expect_status "err_overflow --guard=0$s" 0
+    check "err_overflow --guard=0$s" "$J" "errors == []"
 
-hl err_realloc_freed -- err_realloc_freed
-expect_status err_realloc_freed 0
-expect_stdout err_realloc_freed "err_realloc_freed survived"
-check err_realloc_freed "$J" "error_kinds() == ['realloc_freed']" \
-    "errs('realloc_freed', 'realloc_after_free') == 1" "errs_alloc('realloc_freed', 'alloc_for_realloc') == 1"
+    hl "err_realloc_freed$s" -- err_realloc_freed
+    expect_status "err_realloc_freed$s" 0
+    expect_stdout "err_realloc_freed$s" "err_realloc_freed survived"
+    check "err_realloc_freed$s" "$J" "error_kinds() == ['realloc_freed']" \
+        "errs('realloc_freed', 'realloc_after_free') == 1" "errs_alloc('realloc_freed', 'alloc_for_realloc') == 1"
+}
+heap_errors ""
+# Every block with a header (live_header.c): the same errors found through the marks and the
+# released blocks' history instead of the direct map.
+export HEAPLENS_HEADER_MIN=0
+heap_errors _headers
+unset HEAPLENS_HEADER_MIN
 
 # ================================================================================================
 # Reachability (memcheck's definitions)

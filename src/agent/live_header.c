@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+// live_header.c - blocks that carry their own record. While guards are on, malloc, calloc and
+// realloc ask the allocator for HL_HEADER more bytes and hand the program the memory after
+// them: those 16 bytes hold what a slot of the direct map would (size, function, stack, owner).
+// They share a cache line with the allocator's own chunk header, which it has just written
+// (malloc) or is about to read (free), so recording or releasing the block costs no cache miss
+// of the agent's own; a slot of the direct map (half a byte per byte of heap, a slot per line
+// when blocks are large) cost one on every call.
+//
+// Which addresses hold such a block is told by a mark of 2 bits per 16-byte granule (a 64th of
+// the heap's span, in regions made with the heap's): LIVE at offset 0 or 8 of the granule, or
+// FREED, which is what tells a double free from an invalid one. What a freed block was is
+// kept by record.c (its header belongs to the allocator once released).
+#define _GNU_SOURCE
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "live_levels.h"
+
+#define MARK_REGION_SHIFT 24 // 16 MiB of heap per region of marks
+#define MARK_GRANULE_SHIFT 4
+#define MARK_GRANULES (1u << (MARK_REGION_SHIFT - MARK_GRANULE_SHIFT))
+#define MARK_WORDS (MARK_GRANULES / 32) // 32 marks of 2 bits per word
+#define MARK_DIR_ENTRIES (1u << (HL_ADDR_BITS - MARK_REGION_SHIFT))
+
+enum { MARK_NONE = 0, MARK_LIVE0 = 1, MARK_LIVE8 = 2, MARK_FREED = 3 };
+
+typedef struct marks_s {
+    _Atomic uint64_t word[MARK_WORDS];
+} marks_t;
+
+// The record before the block. owner: thread index (24 bits) << 8 | guarded << 7 | fn.
+typedef struct header_s {
+    uint64_t size;
+    uint32_t stack;
+    uint32_t owner;
+} header_t;
+
+_Static_assert(sizeof(header_t) == HL_HEADER, "the header is what hooks.c makes room for");
+
+_Atomic int hl_headers_used;
+static _Atomic(marks_t*)* dir; // by address >> MARK_REGION_SHIFT
+static uint32_t* made;         // directory indices of the regions made, in order
+static _Atomic uint32_t nmade;
+static _Atomic int make_lock;
+
+void header_init(void) {
+    dir = os_map((size_t)MARK_DIR_ENTRIES * sizeof *dir);
+    made = os_map(HL_MAX_REGIONS * sizeof *made);
+    if (!made)
+        dir = NULL; // no block gets a header
+}
+
+static inline marks_t* marks_of(uintptr_t a) {
+    return atomic_load_explicit(&dir[a >> MARK_REGION_SHIFT], memory_order_acquire);
+}
+static inline _Atomic uint64_t* mark_word(marks_t* m, uintptr_t a) {
+    return &m->word[(a >> (MARK_GRANULE_SHIFT + 5)) & (MARK_WORDS - 1)];
+}
+static inline unsigned mark_shift(uintptr_t a) {
+    return (unsigned)((a >> MARK_GRANULE_SHIFT) & 31) * 2;
+}
+
+// Made populated: every insert reads its word before the compare-and-swap, and a page first
+// read is a zero page that the swap then copies (a second fault, and a TLB flush everywhere).
+static HL_COLD marks_t* region_make(uintptr_t a) {
+    uint32_t idx = (uint32_t)(a >> MARK_REGION_SHIFT);
+    while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
+        os_yield();
+    if (!atomic_load(&dir[idx]) && atomic_load(&nmade) < HL_MAX_REGIONS) {
+        marks_t* m = os_map_dense(sizeof(marks_t));
+        if (m) {
+            made[atomic_load(&nmade)] = idx;
+            atomic_store_explicit(&dir[idx], m, memory_order_release);
+            atomic_fetch_add(&nmade, 1);
+        }
+    }
+    atomic_store_explicit(&make_lock, 0, memory_order_release);
+    return marks_of(a);
+}
+
+int live_header_room(uintptr_t addr) {
+    if (hl_unlikely(!dir || (addr >> HL_ADDR_BITS) || (addr & 7)))
+        return 0;
+    return hl_likely(marks_of(addr) != NULL) || region_make(addr) != NULL;
+}
+
+static inline void set_mark(uintptr_t a, unsigned mark) {
+    _Atomic uint64_t* w = mark_word(marks_of(a), a);
+    unsigned sh = mark_shift(a);
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(w, &v, (v & ~(3ull << sh)) | (uint64_t)mark << sh,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+}
+
+void header_insert(const hl_block_t* b) {
+    header_t* h = (header_t*)(b->addr - HL_HEADER);
+    h->size = b->size;
+    h->stack = b->stack;
+    h->owner = (b->thread & 0xffffff) << 8 | (uint32_t)(b->guarded != 0) << 7 | (b->fn & 127);
+    if (hl_unlikely(!atomic_load_explicit(&hl_headers_used, memory_order_relaxed)))
+        atomic_store(&hl_headers_used, 1);
+    set_mark(b->addr, (b->addr & 8) ? MARK_LIVE8 : MARK_LIVE0); // publishes the header
+}
+
+static inline void unpack(uintptr_t addr, const header_t* h, hl_block_t* b) {
+    memset(b, 0, sizeof *b);
+    b->addr = addr;
+    b->size = h->size;
+    b->stack = h->stack;
+    b->fn = (uint8_t)(h->owner & 127);
+    b->guarded = (h->owner >> 7) & 1;
+    b->thread = h->owner >> 8;
+    b->headed = 1;
+    b->state = HL_BLOCK_LIVE;
+}
+
+int header_take(uintptr_t addr, hl_block_t* out, int release) {
+    if (hl_unlikely(addr >> HL_ADDR_BITS))
+        return HL_BLOCK_EMPTY;
+    marks_t* m = marks_of(addr);
+    if (!m)
+        return HL_BLOCK_EMPTY;
+    _Atomic uint64_t* w = mark_word(m, addr);
+    unsigned sh = mark_shift(addr);
+    unsigned live = (addr & 8) ? MARK_LIVE8 : MARK_LIVE0;
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    for (;;) {
+        unsigned mark = (unsigned)(v >> sh) & 3;
+        if (mark == MARK_FREED)
+            return HL_BLOCK_FREED;
+        if (mark != live || (addr & 7))
+            return HL_BLOCK_EMPTY; // nothing here, or not the start of the block here
+        if (!release)
+            break;
+        // Two threads releasing one block: one wins, the other sees FREED.
+        if (atomic_compare_exchange_weak_explicit(w, &v, v | (3ull << sh), memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    unpack(addr, (const header_t*)(addr - HL_HEADER), out);
+    return HL_BLOCK_LIVE;
+}
+
+// Every live header block in address order, skipping the pages of marks never written.
+void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    static unsigned char resident[sizeof(marks_t) / 4096 + 1];
+    uint32_t n = atomic_load(&nmade);
+    for (uint32_t i = 0; i < n; i++) {
+        marks_t* m = atomic_load(&dir[made[i]]);
+        if (!m || syscall(SYS_mincore, m, sizeof(marks_t), resident) != 0)
+            continue;
+        uintptr_t base = (uintptr_t)made[i] << MARK_REGION_SHIFT;
+        const uint32_t per_page = 4096 / sizeof(uint64_t);
+        for (uint32_t j = 0; j < MARK_WORDS; j++) {
+            if (!(resident[j / per_page] & 1)) {
+                j += per_page - 1 - j % per_page;
+                continue;
+            }
+            uint64_t v = atomic_load_explicit(&m->word[j], memory_order_acquire);
+            // One bit per live mark (01 or 10; FREED is 11), at the pair's low bit.
+            uint64_t live = (v ^ (v >> 1)) & 0x5555555555555555ull;
+            while (live) {
+                unsigned k = (unsigned)__builtin_ctzll(live);
+                live &= live - 1;
+                unsigned mark = (unsigned)(v >> k) & 3;
+                uintptr_t a = base + (((uintptr_t)j * 32 + k / 2) << MARK_GRANULE_SHIFT) +
+                              (mark == MARK_LIVE8 ? 8 : 0);
+                hl_block_t b;
+                unpack(a, (const header_t*)(a - HL_HEADER), &b);
+                fn(&b, arg);
+            }
+        }
+    }
+}
+
+void header_reset_after_fork(void) {
+    atomic_store(&make_lock, 0);
+}

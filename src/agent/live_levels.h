@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+// live_levels.h - what the live table's three places share. A block is found in its own header
+// (live_header.c: the blocks of malloc, calloc and realloc while guards are on), else in the
+// direct map (live.c), else in the second level (live_spill.c).
+#ifndef HL_LIVE_LEVELS_H
+#define HL_LIVE_LEVELS_H
+
+#include "agent.h"
+
+// What a slot of either table holds: the rest goes to the second level's side list.
+#define HL_ADDR_BITS 47
+#define HL_SIZE_BITS 40
+#define HL_MAX_REGIONS 65536 // regions of 16 MiB: 1 TiB of heap address space
+
+static inline int fits(const hl_block_t* b) {
+    return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
+}
+
+// The headers' marks (live_header.c).
+extern _Atomic int hl_headers_used; // set once the first header was written
+void header_init(void);
+void header_insert(const hl_block_t* b); // b->addr has room (live_header_room)
+// As live_remove / live_lookup (release = 0) for a header block at addr: HL_BLOCK_LIVE (the
+// block in *out), HL_BLOCK_FREED (a header block was released there last; *out untouched) or
+// HL_BLOCK_EMPTY.
+int header_take(uintptr_t addr, hl_block_t* out, int release);
+void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
+void header_reset_after_fork(void);
+
+extern _Atomic int hl_spill_used; // set once the first block went there
+
+void spill_insert(const hl_block_t* b);
+// live_remove / live_lookup (release = 0) for the blocks held here; HL_BLOCK_EMPTY if not here
+int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack);
+void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
+uint64_t spill_count(void);
+void spill_lock_all(void);
+void spill_unlock_all(void);
+void spill_reset_after_fork(void);
+
+#endif
