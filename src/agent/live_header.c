@@ -13,6 +13,7 @@
 // kept by record.c (its header belongs to the allocator once released).
 #define _GNU_SOURCE
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,10 +87,16 @@ int live_header_room(uintptr_t addr) {
     return hl_likely(marks_of(addr) != NULL) || region_make(addr) != NULL;
 }
 
+// While glibc runs the process single-threaded no other thread changes marks (the writer never
+// does), and a plain store spares the locked instruction's wait for every earlier store.
 static inline void set_mark(uintptr_t a, unsigned mark) {
     _Atomic uint64_t* w = mark_word(marks_of(a), a);
     unsigned sh = mark_shift(a);
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    if (hl_likely(__libc_single_threaded)) {
+        atomic_store_explicit(w, (v & ~(3ull << sh)) | (uint64_t)mark << sh, memory_order_release);
+        return;
+    }
     while (!atomic_compare_exchange_weak_explicit(w, &v, (v & ~(3ull << sh)) | (uint64_t)mark << sh,
                                                   memory_order_release, memory_order_relaxed))
         ;
@@ -135,6 +142,10 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
             return HL_BLOCK_EMPTY; // nothing here, or not the start of the block here
         if (!release)
             break;
+        if (hl_likely(__libc_single_threaded)) {
+            atomic_store_explicit(w, v | (3ull << sh), memory_order_relaxed);
+            break;
+        }
         // Two threads releasing one block: one wins, the other sees FREED.
         if (atomic_compare_exchange_weak_explicit(w, &v, v | (3ull << sh), memory_order_acq_rel,
                                                   memory_order_acquire))

@@ -60,9 +60,11 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
         .stack = stack,
         .thread = t->index,
     };
+    // The table's compare-and-swap first: a locked instruction waits for every store before
+    // it, and the guard's line at the block's end may still be on its way to the cache.
+    live_insert(&b);
     if (b.guarded)
         guard_fill(p, size);
-    live_insert(&b);
     t->last_alloc = (uintptr_t)p;
     push_event(t, EV_ALLOC, fn, size, stack, 0);
     if (hl_unlikely(t->park_pending))

@@ -403,6 +403,12 @@ check threads_churn "$J" \
     "lb('possible') == rec('possible', 'allocate_dtv')['bytes']" \
     "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []" \
     "0 < totals['peak_time_ns'] <= end['time_ns']"
+# Every block with a header: 24 threads set and clear marks that share words, concurrently.
+HEAPLENS_HEADER_MIN=0 hl threads_churn_headers -- threads_churn
+expect_status "threads_churn (headers)" 0
+check "threads_churn (headers)" "$J" "calls['malloc'] == 164016" \
+    "rec('definite', 'short_lived_leak') == {'bytes': 160, 'blocks': 16, 'records': 1}" \
+    "lb('definite') == 160" "lb('reachable') == 0" "errors == []"
 
 # ================================================================================================
 # fork, exec, dlopen
