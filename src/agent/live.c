@@ -3,7 +3,8 @@
 // address space, in regions of 16 MiB made on first use and filled only where the heap is (half
 // a byte of agent memory per byte of the heap's span, where its blocks are small). A block's slot
 // is found by two shifts, with no hash, no probing, no rebuild and no lock: the slot is claimed and
-// released with one compare-and-swap, which also decides a race between two frees of one block.
+// released with one compare-and-swap, which also decides a race between two frees of one block
+// (plain stores while glibc runs the process single-threaded).
 // Walking the heap in address order walks the slots in the same order.
 //
 // No two blocks of glibc's malloc share a 32-byte granule (its chunks are 32 bytes or more
@@ -15,6 +16,7 @@
 // new block takes the granule: that is what tells a double free from an invalid one.
 #define _GNU_SOURCE
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,7 +36,16 @@ typedef struct dslot_s {
     uint64_t d0, d1;
 } dslot_t;
 
+// A region's slots are made present 64 KiB at a time (for 128 KiB of heap), written through
+// before first use: a slot then never sits on the shared zero page, so while the process is
+// single-threaded plain loads and stores do (no locked instruction, which would wait for every
+// earlier store of the call to reach the cache).
+#define HL_CHUNK_SLOTS 4096u
+#define HL_CHUNKS (HL_REGION_SLOTS / HL_CHUNK_SLOTS)
+
 typedef struct region_s {
+    _Atomic uint64_t present[HL_CHUNKS / 64];
+    char pad[4096 - HL_CHUNKS / 8];
     dslot_t slots[HL_REGION_SLOTS];
 } region_t;
 
@@ -83,9 +94,32 @@ void live_init(void) {
         dir = NULL; // everything goes to the second level
 }
 
+static inline region_t* region_of(uintptr_t a) {
+    return atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
+}
+static inline uint32_t slot_index(uintptr_t a) {
+    return (uint32_t)(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1);
+}
 static inline dslot_t* slot_of(uintptr_t a) {
-    region_t* r = atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
-    return hl_likely(r != NULL) ? &r->slots[(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1)] : NULL;
+    region_t* r = region_of(a);
+    return hl_likely(r != NULL) ? &r->slots[slot_index(a)] : NULL;
+}
+
+static HL_COLD void chunk_make_present(region_t* r, uint32_t chunk) {
+    dslot_t* first = &r->slots[(size_t)chunk * HL_CHUNK_SLOTS];
+    if (os_populate(first, HL_CHUNK_SLOTS * sizeof(dslot_t)) != 0) {
+        // Without MADV_POPULATE_WRITE: a write to each page that changes nothing.
+        for (uint32_t k = 0; k < HL_CHUNK_SLOTS; k += 4096 / sizeof(dslot_t))
+            atomic_fetch_or_explicit((_Atomic uint64_t*)&first[k].d0, 0, memory_order_relaxed);
+    }
+    atomic_fetch_or(&r->present[chunk / 64], 1ull << (chunk % 64));
+}
+
+static inline void make_present(region_t* r, uint32_t j) {
+    uint32_t chunk = j / HL_CHUNK_SLOTS;
+    uint64_t bit = 1ull << (chunk % 64);
+    if (hl_unlikely(!(atomic_load_explicit(&r->present[chunk / 64], memory_order_relaxed) & bit)))
+        chunk_make_present(r, chunk);
 }
 
 static HL_COLD dslot_t* slot_make(uintptr_t a) {
@@ -95,7 +129,7 @@ static HL_COLD dslot_t* slot_make(uintptr_t a) {
     while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
         ;
     if (!atomic_load(&dir[idx]) && atomic_load(&nmade) < HL_MAX_REGIONS) {
-        region_t* r = os_map(HL_REGION_BYTES);
+        region_t* r = os_map(sizeof(region_t));
         if (r) {
             made[atomic_load(&nmade)] = idx;
             atomic_store_explicit(&dir[idx], r, memory_order_release);
@@ -125,21 +159,30 @@ void live_insert(const hl_block_t* b) {
         header_insert(b);
         return;
     }
-    dslot_t* s = NULL;
+    region_t* r = NULL;
     if (hl_likely(fits(b) && dir)) {
-        s = slot_of(b->addr);
-        if (hl_unlikely(!s))
-            s = slot_make(b->addr);
+        r = region_of(b->addr);
+        if (hl_unlikely(!r) && slot_make(b->addr))
+            r = region_of(b->addr);
     }
-    if (hl_unlikely(!s)) {
+    if (hl_unlikely(!r)) {
         spill_insert(b);
         return;
     }
+    uint32_t j = slot_index(b->addr);
+    make_present(r, j);
+    dslot_t* s = &r->slots[j];
     dslot_t packed = dpack(b);
-    // Expecting an empty slot makes the first touch of a fresh page a write: one fault for a
-    // zeroed page, not a read fault on the shared zero page and then a copy-on-write fault
-    // whose TLB flush interrupts every CPU the process runs on.
-    uint64_t old = 0;
+    uint64_t old = atomic_load_explicit(d0_of(s), memory_order_relaxed);
+    if (hl_likely(__libc_single_threaded)) {
+        if (hl_unlikely(d0_state(old) == HL_BLOCK_LIVE && !d0_holds(old, b->addr))) {
+            spill_insert(b);
+            return;
+        }
+        atomic_store_explicit(d0_of(s), packed.d0, memory_order_relaxed);
+        s->d1 = packed.d1;
+        return;
+    }
     while (!atomic_compare_exchange_weak_explicit(d0_of(s), &old, packed.d0, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
         // Another live block in the granule: this one goes to the second level. The same
@@ -167,7 +210,11 @@ static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t re
         while (d0_holds(d0, addr)) {
             int state = d0_state(d0);
             uint64_t d1 = s->d1;
-            if (release && state == HL_BLOCK_LIVE) {
+            if (release && state == HL_BLOCK_LIVE && hl_likely(__libc_single_threaded)) {
+                atomic_store_explicit(d0_of(s), d0_with_state(d0, HL_BLOCK_FREED),
+                                      memory_order_relaxed);
+                s->d1 = (d1 & 0xffffffffull) | (uint64_t)release_stack << 32;
+            } else if (release && state == HL_BLOCK_LIVE) {
                 // Two threads freeing one block: one wins, the other sees FREED.
                 if (!atomic_compare_exchange_strong_explicit(
                         d0_of(s), &d0, d0_with_state(d0, HL_BLOCK_FREED), memory_order_acq_rel,
@@ -221,7 +268,7 @@ static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* ar
     uint32_t n = atomic_load(&nmade);
     for (uint32_t i = 0; i < n; i++) {
         region_t* r = atomic_load(&dir[made[i]]);
-        if (!r || syscall(SYS_mincore, r, HL_REGION_BYTES, resident) != 0)
+        if (!r || syscall(SYS_mincore, r->slots, HL_REGION_BYTES, resident) != 0)
             continue;
         uintptr_t base = (uintptr_t)made[i] << HL_REGION_SHIFT;
         const uint32_t per_page = 4096 / sizeof(dslot_t);

@@ -106,6 +106,10 @@ void* os_map_dense(size_t size) {
     return p;
 }
 
+int os_populate(void* p, size_t size) {
+    return syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
+}
+
 void* os_map(size_t size) {
     return map_flags(size, 0);
 }
