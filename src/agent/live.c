@@ -23,10 +23,8 @@
 #include "live_levels.h"
 
 #define HL_GRANULE_SHIFT 5
-#define HL_REGION_SHIFT 24
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
 #define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(dslot_t))
-#define HL_DIR_ENTRIES (1u << (HL_ADDR_BITS - HL_REGION_SHIFT))
 
 // A slot. Its granule gives the address but for the block's offset in it:
 //   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | state (2, bits 62-63)
@@ -81,21 +79,15 @@ static inline void dunpack(uint64_t d0, uint64_t d1, uintptr_t addr, hl_block_t*
     b->thread = (uint32_t)(d1 >> 32);
 }
 
-static _Atomic(region_t*)* dir; // by address >> HL_REGION_SHIFT; pages appear as they are used
-static uint32_t* made;          // directory indices of the regions made, in order
-static _Atomic uint32_t nmade;
-static _Atomic int make_lock;
+static region_dir_t regions; // pages of a region appear as they are used
 
 void live_init(void) {
     header_init();
-    dir = os_map((size_t)HL_DIR_ENTRIES * sizeof *dir);
-    made = os_map(HL_MAX_REGIONS * sizeof *made);
-    if (!made)
-        dir = NULL; // everything goes to the second level
+    region_dir_init(&regions);
 }
 
 static inline region_t* region_of(uintptr_t a) {
-    return atomic_load_explicit(&dir[a >> HL_REGION_SHIFT], memory_order_acquire);
+    return region_dir_get(&regions, a);
 }
 static inline uint32_t slot_index(uintptr_t a) {
     return (uint32_t)(a >> HL_GRANULE_SHIFT) & (HL_REGION_SLOTS - 1);
@@ -122,22 +114,8 @@ static inline void make_present(region_t* r, uint32_t j) {
         chunk_make_present(r, chunk);
 }
 
-static HL_COLD dslot_t* slot_make(uintptr_t a) {
-    if (!dir)
-        return NULL;
-    uint32_t idx = (uint32_t)(a >> HL_REGION_SHIFT);
-    while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
-        ;
-    if (!atomic_load(&dir[idx]) && atomic_load(&nmade) < HL_MAX_REGIONS) {
-        region_t* r = os_map(sizeof(region_t));
-        if (r) {
-            made[atomic_load(&nmade)] = idx;
-            atomic_store_explicit(&dir[idx], r, memory_order_release);
-            atomic_fetch_add(&nmade, 1);
-        }
-    }
-    atomic_store_explicit(&make_lock, 0, memory_order_release);
-    return slot_of(a);
+static HL_COLD region_t* region_make(uintptr_t a) {
+    return region_dir_make(&regions, a, os_map, sizeof(region_t));
 }
 
 static inline _Atomic uint64_t* d0_of(dslot_t* s) {
@@ -147,7 +125,7 @@ static inline _Atomic uint64_t* d0_of(dslot_t* s) {
 // Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
 // largest single cost of a call on a program with many live blocks) overlaps it.
 void live_prefetch(uintptr_t addr) {
-    if (hl_likely(dir && !(addr >> HL_ADDR_BITS))) {
+    if (hl_likely(regions.at && !(addr >> HL_ADDR_BITS))) {
         const dslot_t* s = slot_of(addr);
         if (s)
             __builtin_prefetch(s, 1, 3);
@@ -160,10 +138,10 @@ void live_insert(const hl_block_t* b) {
         return;
     }
     region_t* r = NULL;
-    if (hl_likely(fits(b) && dir)) {
+    if (hl_likely(fits(b) && regions.at)) {
         r = region_of(b->addr);
-        if (hl_unlikely(!r) && slot_make(b->addr))
-            r = region_of(b->addr);
+        if (hl_unlikely(!r))
+            r = region_make(b->addr);
     }
     if (hl_unlikely(!r)) {
         spill_insert(b);
@@ -204,7 +182,7 @@ static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t re
         if (hl_likely(marked == HL_BLOCK_LIVE))
             return marked;
     }
-    dslot_t* s = hl_likely(dir && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
+    dslot_t* s = hl_likely(regions.at && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
     if (hl_likely(s != NULL)) {
         uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
         while (d0_holds(d0, addr)) {
@@ -256,7 +234,7 @@ void live_unlock_all(void) {
     spill_unlock_all();
 }
 void live_reset_after_fork(void) {
-    atomic_store(&make_lock, 0);
+    region_dir_reset_after_fork(&regions);
     header_reset_after_fork();
     spill_reset_after_fork();
 }
@@ -265,12 +243,12 @@ void live_reset_after_fork(void) {
 // lies where the heap is not): mincore tells which are there.
 static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     static unsigned char resident[HL_REGION_BYTES / 4096 + 1];
-    uint32_t n = atomic_load(&nmade);
+    uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
-        region_t* r = atomic_load(&dir[made[i]]);
+        uintptr_t base;
+        region_t* r = region_dir_nth(&regions, i, &base);
         if (!r || syscall(SYS_mincore, r->slots, HL_REGION_BYTES, resident) != 0)
             continue;
-        uintptr_t base = (uintptr_t)made[i] << HL_REGION_SHIFT;
         const uint32_t per_page = 4096 / sizeof(dslot_t);
         for (uint32_t j = 0; j < HL_REGION_SLOTS; j++) {
             if (!(resident[j / per_page] & 1)) {
@@ -290,7 +268,7 @@ static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* ar
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     if (atomic_load(&hl_headers_used))
         header_for_each(fn, arg);
-    if (dir)
+    if (regions.at)
         direct_for_each(fn, arg);
     if (atomic_load(&hl_spill_used))
         spill_for_each(fn, arg);
@@ -305,7 +283,7 @@ uint64_t live_count(void) {
     uint64_t n = 0;
     if (atomic_load(&hl_headers_used))
         header_for_each(count_one, &n);
-    if (dir)
+    if (regions.at)
         direct_for_each(count_one, &n);
     return n + (atomic_load(&hl_spill_used) ? spill_count() : 0);
 }

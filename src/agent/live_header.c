@@ -19,11 +19,9 @@
 
 #include "live_levels.h"
 
-#define MARK_REGION_SHIFT 24 // 16 MiB of heap per region of marks
 #define MARK_GRANULE_SHIFT 4
-#define MARK_GRANULES (1u << (MARK_REGION_SHIFT - MARK_GRANULE_SHIFT))
+#define MARK_GRANULES (1u << (HL_REGION_SHIFT - MARK_GRANULE_SHIFT))
 #define MARK_WORDS (MARK_GRANULES / 32) // 32 marks of 2 bits per word
-#define MARK_DIR_ENTRIES (1u << (HL_ADDR_BITS - MARK_REGION_SHIFT))
 
 enum { MARK_NONE = 0, MARK_LIVE0 = 1, MARK_LIVE8 = 2, MARK_FREED = 3 };
 
@@ -41,20 +39,14 @@ typedef struct header_s {
 _Static_assert(sizeof(header_t) == HL_HEADER, "the header is what hooks.c makes room for");
 
 _Atomic int hl_headers_used;
-static _Atomic(marks_t*)* dir; // by address >> MARK_REGION_SHIFT
-static uint32_t* made;         // directory indices of the regions made, in order
-static _Atomic uint32_t nmade;
-static _Atomic int make_lock;
+static region_dir_t regions; // of marks, for 16 MiB of heap each
 
 void header_init(void) {
-    dir = os_map((size_t)MARK_DIR_ENTRIES * sizeof *dir);
-    made = os_map(HL_MAX_REGIONS * sizeof *made);
-    if (!made)
-        dir = NULL; // no block gets a header
+    region_dir_init(&regions);
 }
 
 static inline marks_t* marks_of(uintptr_t a) {
-    return atomic_load_explicit(&dir[a >> MARK_REGION_SHIFT], memory_order_acquire);
+    return region_dir_get(&regions, a);
 }
 static inline _Atomic uint64_t* mark_word(marks_t* m, uintptr_t a) {
     return &m->word[(a >> (MARK_GRANULE_SHIFT + 5)) & (MARK_WORDS - 1)];
@@ -63,26 +55,14 @@ static inline unsigned mark_shift(uintptr_t a) {
     return (unsigned)((a >> MARK_GRANULE_SHIFT) & 31) * 2;
 }
 
-// Made populated: every insert reads its word before the compare-and-swap, and a page first
-// read is a zero page that the swap then copies (a second fault, and a TLB flush everywhere).
+// Made populated: every insert reads its word before writing it, and a page first read is a
+// zero page that the write then copies (a second fault, and a TLB flush on every CPU).
 static HL_COLD marks_t* region_make(uintptr_t a) {
-    uint32_t idx = (uint32_t)(a >> MARK_REGION_SHIFT);
-    while (atomic_exchange_explicit(&make_lock, 1, memory_order_acquire))
-        os_yield();
-    if (!atomic_load(&dir[idx]) && atomic_load(&nmade) < HL_MAX_REGIONS) {
-        marks_t* m = os_map_dense(sizeof(marks_t));
-        if (m) {
-            made[atomic_load(&nmade)] = idx;
-            atomic_store_explicit(&dir[idx], m, memory_order_release);
-            atomic_fetch_add(&nmade, 1);
-        }
-    }
-    atomic_store_explicit(&make_lock, 0, memory_order_release);
-    return marks_of(a);
+    return region_dir_make(&regions, a, os_map_dense, sizeof(marks_t));
 }
 
 int live_header_room(uintptr_t addr) {
-    if (hl_unlikely(!dir || (addr >> HL_ADDR_BITS) || (addr & 7)))
+    if (hl_unlikely(!regions.at || (addr >> HL_ADDR_BITS) || (addr & 7)))
         return 0;
     return hl_likely(marks_of(addr) != NULL) || region_make(addr) != NULL;
 }
@@ -158,12 +138,12 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
 // Every live header block in address order, skipping the pages of marks never written.
 void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     static unsigned char resident[sizeof(marks_t) / 4096 + 1];
-    uint32_t n = atomic_load(&nmade);
+    uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
-        marks_t* m = atomic_load(&dir[made[i]]);
+        uintptr_t base;
+        marks_t* m = region_dir_nth(&regions, i, &base);
         if (!m || syscall(SYS_mincore, m, sizeof(marks_t), resident) != 0)
             continue;
-        uintptr_t base = (uintptr_t)made[i] << MARK_REGION_SHIFT;
         const uint32_t per_page = 4096 / sizeof(uint64_t);
         for (uint32_t j = 0; j < MARK_WORDS; j++) {
             if (!(resident[j / per_page] & 1)) {
@@ -188,5 +168,5 @@ void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
 }
 
 void header_reset_after_fork(void) {
-    atomic_store(&make_lock, 0);
+    region_dir_reset_after_fork(&regions);
 }

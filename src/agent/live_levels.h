@@ -12,6 +12,24 @@
 #define HL_SIZE_BITS 40
 #define HL_MAX_REGIONS 65536 // regions of 16 MiB: 1 TiB of heap address space
 
+// A directory of regions, one per 16 MiB of address space, made on first use (live_regions.c).
+#define HL_REGION_SHIFT 24
+typedef struct region_dir_s {
+    _Atomic(void*)* at; // by address >> HL_REGION_SHIFT; NULL: the directory could not be made
+    uint32_t* made;     // directory indices of the regions made, in order
+    _Atomic uint32_t nmade;
+    _Atomic int lock;
+} region_dir_t;
+
+void region_dir_init(region_dir_t* d);
+// a's region, made of `bytes` from map() if new; NULL when it cannot be.
+void* region_dir_make(region_dir_t* d, uintptr_t a, void* (*map)(size_t), size_t bytes);
+void* region_dir_nth(region_dir_t* d, uint32_t i, uintptr_t* base); // i < nmade
+void region_dir_reset_after_fork(region_dir_t* d);
+static inline void* region_dir_get(const region_dir_t* d, uintptr_t a) {
+    return atomic_load_explicit(&d->at[a >> HL_REGION_SHIFT], memory_order_acquire);
+}
+
 static inline int fits(const hl_block_t* b) {
     return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
 }
