@@ -17,14 +17,11 @@
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/single_threaded.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "live_levels.h"
 
 #define HL_GRANULE_SHIFT 5
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
-#define HL_REGION_BYTES ((size_t)HL_REGION_SLOTS * sizeof(dslot_t))
 
 // A slot. Its granule gives the address but for the block's offset in it:
 //   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | state (2, bits 62-63)
@@ -239,27 +236,26 @@ void live_reset_after_fork(void) {
     spill_reset_after_fork();
 }
 
-// Every live slot of the regions made, skipping the pages never written (most of a region
-// lies where the heap is not): mincore tells which are there.
+// Every live slot of the regions made, skipping the chunks never made present (most of a
+// region lies where the heap is not).
 static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
-    static unsigned char resident[HL_REGION_BYTES / 4096 + 1];
     uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
         uintptr_t base;
         region_t* r = region_dir_nth(&regions, i, &base);
-        if (!r || syscall(SYS_mincore, r->slots, HL_REGION_BYTES, resident) != 0)
+        if (!r)
             continue;
-        const uint32_t per_page = 4096 / sizeof(dslot_t);
-        for (uint32_t j = 0; j < HL_REGION_SLOTS; j++) {
-            if (!(resident[j / per_page] & 1)) {
-                j += per_page - 1 - j % per_page; // on to the next page
+        for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++) {
+            if (!(atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64))))
                 continue;
-            }
-            const dslot_t* s = &r->slots[j];
-            if (d0_state(s->d0) == HL_BLOCK_LIVE) {
-                hl_block_t b;
-                dunpack(s->d0, s->d1, base | (uintptr_t)j << HL_GRANULE_SHIFT | (s->d0 & 31), &b);
-                fn(&b, arg);
+            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++) {
+                const dslot_t* s = &r->slots[j];
+                if (d0_state(s->d0) == HL_BLOCK_LIVE) {
+                    hl_block_t b;
+                    dunpack(s->d0, s->d1, base | (uintptr_t)j << HL_GRANULE_SHIFT | (s->d0 & 31),
+                            &b);
+                    fn(&b, arg);
+                }
             }
         }
     }

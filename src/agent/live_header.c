@@ -14,8 +14,6 @@
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/single_threaded.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "live_levels.h"
 
@@ -135,21 +133,15 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
     return HL_BLOCK_LIVE;
 }
 
-// Every live header block in address order, skipping the pages of marks never written.
+// Every live header block in address order (regions of marks are present whole).
 void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
-    static unsigned char resident[sizeof(marks_t) / 4096 + 1];
     uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
         uintptr_t base;
         marks_t* m = region_dir_nth(&regions, i, &base);
-        if (!m || syscall(SYS_mincore, m, sizeof(marks_t), resident) != 0)
+        if (!m)
             continue;
-        const uint32_t per_page = 4096 / sizeof(uint64_t);
         for (uint32_t j = 0; j < MARK_WORDS; j++) {
-            if (!(resident[j / per_page] & 1)) {
-                j += per_page - 1 - j % per_page;
-                continue;
-            }
             uint64_t v = atomic_load_explicit(&m->word[j], memory_order_acquire);
             // One bit per live mark (01 or 10; FREED is 11), at the pair's low bit.
             uint64_t live = (v ^ (v >> 1)) & 0x5555555555555555ull;
