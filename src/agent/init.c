@@ -161,6 +161,11 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     thread_self()->busy = 1;
     ucontext_t here;
     if (!uc) {
+        // getcontext writes the registers but not the XMM slots of __fpregs_mem nor most of
+        // uc_sigmask: left alone, those bytes keep what a returned function of the program left
+        // on the stack (tar's pointer to its rebuilt argv), and the scan of this frame would
+        // take it for a root.
+        memset(&here, 0, sizeof here);
         getcontext(&here); // the caller's registers, as roots
         uc = &here;
     }
