@@ -36,6 +36,10 @@ echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports
 
+echo "== verdicts on real programs (tar, gfortran) against memcheck"
+out=$("$ROOT/tests/integration/verdicts_real.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" verdicts_real
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"
