@@ -556,7 +556,7 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     lc_input_t in = {.starts = b.starts, .sizes = b.sizes, .nblocks = n, .roots = rs.r,
                      .nroots = rs.n, .vtable_ranges = vt, .nvtable_ranges = nvt};
     lc_classify(&in, b.kind, b.leader, ws);
-    if (getenv("HEAPLENS_DEBUG_SCAN")) {
+    if (!strcmp(getenv("HEAPLENS_DEBUG_SCAN") ?: "", "1")) { // only "1": "0" means off
         for (size_t i = 0; i < n; i++) {
             if (b.kind[i] != HL_LEAK_REACHABLE || raw.internal[order[i]])
                 continue;

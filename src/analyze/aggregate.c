@@ -141,7 +141,11 @@ typedef struct pass_s {
     ag_site_t spare;    // stands in for a site that could not be made (out of memory)
     life_t* life;       // by site number
     size_t life_cap;
-    int64_t heap, blocks_live; // signed: a FREE_EXPLICIT may come an instant before its ALLOC
+    idmap_t thread_ids; // thread index -> 1 + its place in a->threads
+    size_t threads_cap;
+    // Signed: a FREE_EXPLICIT may come an instant before its ALLOC. Moved with unsigned
+    // arithmetic (level_add), so sizes no real heap reaches wrap instead of overflowing.
+    int64_t heap, blocks_live;
     uint64_t mapped, rss;
     uint64_t epoch;
     long cur; // last timeline bucket filled, -1: none
@@ -150,25 +154,49 @@ typedef struct pass_s {
 
 static inline uint64_t level(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
+static inline void level_add(int64_t* v, uint64_t by) {
+    *v = (int64_t)((uint64_t)*v + by);
+}
+static inline void level_sub(int64_t* v, uint64_t by) {
+    *v = (int64_t)((uint64_t)*v - by);
+}
+
+// Threads in the order they come (the decoder bounds their indices, not how sparse they are);
+// sorted by index once the pass is over.
 static HL_NOINLINE ag_thread_t* thread_new(pass_t* p, uint64_t index) {
     aggregate_t* a = p->a;
-    if (index >= (1u << 24))
-        return NULL;
-    size_t cap = a->nthreads;
-    ag_thread_t* fresh = md_grow(a->threads, &cap, index + 1, sizeof *fresh);
+    uint32_t k = idmap_add(&p->thread_ids, index);
+    ag_thread_t* fresh = k ? md_grow(a->threads, &p->threads_cap, k, sizeof *fresh) : NULL;
     if (!fresh) {
         p->failed = 1;
         return NULL;
     }
-    for (size_t i = a->nthreads; i < cap; i++)
-        fresh[i].index = (uint32_t)i;
     a->threads = fresh;
-    a->nthreads = cap;
-    return &a->threads[index];
+    a->nthreads = k;
+    a->threads[k - 1].index = (uint32_t)index;
+    return &a->threads[k - 1];
 }
 
 static inline ag_thread_t* thread_at(pass_t* p, uint64_t index) {
-    return hl_likely(index < p->a->nthreads) ? &p->a->threads[index] : thread_new(p, index);
+    uint32_t k = idmap_find(&p->thread_ids, index);
+    return hl_likely(k != 0) ? &p->a->threads[k - 1] : thread_new(p, index);
+}
+
+static int cmp_threads(const void* x, const void* y) {
+    const ag_thread_t *a = x, *b = y;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+const ag_thread_t* ag_thread_for(const aggregate_t* a, uint32_t index) {
+    size_t lo = 0, hi = a->nthreads;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->threads[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->nthreads && a->threads[lo].index == index ? &a->threads[lo] : NULL;
 }
 
 static inline int in_window(const aggregate_t* a, int64_t t) {
@@ -205,7 +233,8 @@ static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
     return s;
 }
 
-static inline ag_site_t* site_of(pass_t* p, uint64_t stack) {
+// The site of a stack by its number (model_stack_number).
+static inline ag_site_t* site_of(pass_t* p, uint32_t stack) {
     aggregate_t* a = p->a;
     size_t id = stack < a->nstacks ? (size_t)stack : 0;
     uint32_t slot = a->site_slot[id];
@@ -265,8 +294,8 @@ static void heap_up(pass_t* p, ag_site_t* s, uint64_t size, int64_t t) {
     site_touch(p, s);
     s->live_bytes += size;
     s->live_blocks++;
-    p->heap += (int64_t)size;
-    p->blocks_live++;
+    level_add(&p->heap, size);
+    level_add(&p->blocks_live, 1);
     if (in_window(p->a, t) && p->heap > (int64_t)p->a->peak_bytes) {
         p->a->peak_bytes = (uint64_t)p->heap;
         p->a->peak_blocks = level(p->blocks_live);
@@ -279,8 +308,8 @@ static void heap_down(pass_t* p, ag_site_t* s, uint64_t size) {
     site_touch(p, s);
     s->live_bytes -= size;
     s->live_blocks--;
-    p->heap -= (int64_t)size;
-    p->blocks_live--;
+    level_sub(&p->heap, size);
+    level_sub(&p->blocks_live, 1);
 }
 
 static HL_NOINLINE life_t* life_new(pass_t* p, uint64_t site) {
@@ -327,9 +356,9 @@ static void life_add(pass_t* p, uint64_t site, int64_t t, int is_inherited, uint
 
 static void on_alloc(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
-    uint64_t size = r->u[0], stack = r->u[1];
+    uint64_t size = r->u[0];
     int64_t t = r->time_ns;
-    ag_site_t* s = site_of(p, stack);
+    ag_site_t* s = site_of(p, model_stack_number(p->m, r->u[1]));
     life_add(p, r->u[2], t, 0, r->u[3]);
     ag_thread_t* th = thread_at(p, r->thread);
     if (th)
@@ -356,9 +385,9 @@ static void on_alloc(pass_t* p, const rd_record_t* r) {
 
 static void on_free(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
-    uint64_t size = r->u[0], stack = r->u[1];
+    uint64_t size = r->u[0];
     int64_t t = r->time_ns;
-    ag_site_t* s = site_of(p, stack);
+    ag_site_t* s = site_of(p, model_stack_number(p->m, r->u[1]));
     life_t* l = r->u[2] ? life_at(p, r->u[2]) : NULL;
     if (l)
         life_release(l);
@@ -390,8 +419,8 @@ static void on_free(pass_t* p, const rd_record_t* r) {
 }
 
 static void on_inherit(pass_t* p, const rd_record_t* r) {
-    uint64_t size = r->u[1], stack = r->u[2];
-    ag_site_t* s = site_of(p, stack);
+    uint64_t size = r->u[1];
+    ag_site_t* s = site_of(p, model_stack_number(p->m, r->u[2]));
     life_add(p, r->u[4], 0, 1, r->u[5]);
     if (s->is_kept) { // alive before the trace began: part of the level, not the window
         tl_advance(p, 0);
@@ -475,6 +504,14 @@ static int compile_filter(regex_t* rx, const char* re, char* err, size_t errlen)
         return -EINVAL;
     }
     return 0;
+}
+
+int ag_filter_check(const char* re, char* err, size_t errlen) {
+    regex_t rx;
+    int rc = compile_filter(&rx, re, err, errlen);
+    if (rc == 0)
+        regfree(&rx);
+    return rc;
 }
 
 // n of total blocks spread over the kinds in proportion to blocks[] (the rest one by one).
@@ -577,12 +614,15 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
         for (size_t i = 0; i < a->nsites; i++)
             if (a->sites[i].is_kept && a->sites[i].allocations)
                 a->totals.sites++;
+        if (a->nthreads)
+            qsort(a->threads, a->nthreads, sizeof *a->threads, cmp_threads);
         if (!a->peak_bytes && a->ntimeline)
             a->peak_time_ns = a->start_ns;
     }
     if (o->filter)
         regfree(&rx);
     free(p.life);
+    idmap_free(&p.thread_ids);
     return rc;
 }
 

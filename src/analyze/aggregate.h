@@ -84,7 +84,7 @@ typedef struct aggregate_s {
     uint32_t* site_slot; // by stack id: 1 + index into sites, 0 for none
     size_t nstacks;
     ag_bucket_t hist[AG_HIST_BUCKETS];
-    ag_thread_t* threads; // by thread index
+    ag_thread_t* threads; // in order of their index (which may be sparse)
     size_t nthreads;
     ag_totals_t totals;
     int is_filtered;
@@ -96,13 +96,18 @@ typedef struct aggregate_s {
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.
 int ag_parse_time(const char* s, int64_t* out_ns);
 
+// Is re a --filter the pass can use? 0, or -EINVAL with a one-line reason in err.
+int ag_filter_check(const char* re, char* err, size_t errlen);
+
 // Run the pass over the trace at path, already loaded into c's model. Returns 0, or -errno with
 // a one-line reason in err (bad regex, unreadable file, out of memory).
 int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_opts_t* o,
                     char* err, size_t errlen);
 void aggregate_free(aggregate_t* a);
-// The call site of a stack id, or NULL when no event named it.
+// The call site of a stack by its number (model_stack_number), or NULL when no event named it.
 const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack);
+// The thread with this index, or NULL when the trace never named it.
+const ag_thread_t* ag_thread_for(const aggregate_t* a, uint32_t index);
 
 // Metrics a site can be ranked or drawn by.
 enum ag_metric {

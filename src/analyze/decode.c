@@ -14,11 +14,19 @@
 
 enum { DEC_OK, DEC_MALFORMED, DEC_BAD_SITE, DEC_NOMEM };
 
+// Times are microseconds in the trace and nanoseconds in the reader: beyond this (292 years)
+// a time cannot be one.
+#define RD_TIME_US_MAX (INT64_MAX / 1000)
+// Every segment of a MODULE record takes three varints of at least a byte each.
+#define RD_SEG_FIELDS 3
+#define RD_SEGS_MAX 4096 // segments of one module: ELF program headers are far fewer
+
 // Where decoding stands inside one chunk.
 typedef struct cur_s {
     const uint8_t* p;
     const uint8_t* end;
     int bad;            // a field ran past the chunk or overflowed
+    const char* why;    // what was wrong with the first bad field
     int is_heap_clean;  // the record holds a heap event: all but the heap fields are zero
     int64_t last_us;    // "dt" fields: the chunk's previous timed record (microseconds)
     uint64_t last_ip, last_stack;
@@ -29,13 +37,22 @@ typedef struct cur_s {
 void rd_dec_init(rd_dec_t* d) {
     memset(d, 0, sizeof *d);
     sites_init(&d->sites);
+    idmap_init(&d->threads);
 }
 
 void rd_dec_free(rd_dec_t* d) {
     sites_free(&d->sites);
+    idmap_free(&d->threads);
     free(d->segs);
     free(d->last_site);
     memset(d, 0, sizeof *d);
+}
+
+static HL_COLD void bad(cur_t* c, const char* why) {
+    if (!c->bad) {
+        c->bad = 1;
+        c->why = why;
+    }
 }
 
 static inline uint64_t get_u(cur_t* c) {
@@ -44,7 +61,7 @@ static inline uint64_t get_u(cur_t* c) {
         return *c->p++;
     uint64_t v = 0;
     if (!c->bad && varint_get(&c->p, c->end, &v) != 0)
-        c->bad = 1;
+        bad(c, "a number runs past the chunk's end or beyond 64 bits");
     return v;
 }
 static int64_t get_s(cur_t* c) { return zigzag_decode(get_u(c)); }
@@ -52,7 +69,7 @@ static rd_str_t get_str(cur_t* c) {
     rd_str_t s = {0};
     uint64_t n = get_u(c);
     if (c->bad || n > (uint64_t)(c->end - c->p)) {
-        c->bad = 1;
+        bad(c, "a string longer than the rest of its chunk");
         return s;
     }
     s.ptr = (const char*)c->p;
@@ -62,22 +79,34 @@ static rd_str_t get_str(cur_t* c) {
 }
 // A "dt" field: it also sets the time of the heap events that follow.
 static int64_t get_time(cur_t* c) {
-    c->last_us += get_s(c);
-    c->d->now_ns = c->last_us * 1000; // the trace counts microseconds
+    int64_t us;
+    if (__builtin_add_overflow(c->last_us, get_s(c), &us) || us > RD_TIME_US_MAX ||
+        us < -RD_TIME_US_MAX) {
+        bad(c, "a time beyond 292 years");
+        return c->d->now_ns;
+    }
+    c->last_us = us;
+    c->d->now_ns = us * 1000; // the trace counts microseconds
     return c->d->now_ns;
 }
 // A stack id or a function, which the analyzer keeps in 32 and 5 bits.
 static uint32_t get_stack(cur_t* c) {
     uint64_t v = get_u(c);
     if (v > UINT32_MAX)
-        c->bad = 1;
+        bad(c, "a stack id beyond 32 bits");
     return (uint32_t)v;
 }
 static int get_fn(cur_t* c) {
     uint64_t v = get_u(c);
     if (v > HL_REC_FN_MASK)
-        c->bad = 1;
+        bad(c, "an unknown function");
     return (int)(v & HL_REC_FN_MASK);
+}
+static uint64_t get_thread(cur_t* c) {
+    uint64_t v = get_u(c);
+    if (v > RD_THREAD_INDEX_MAX)
+        bad(c, "a thread index beyond 16777215");
+    return v;
 }
 
 static int ensure_segs(rd_dec_t* d, size_t n) {
@@ -94,23 +123,27 @@ static int ensure_segs(rd_dec_t* d, size_t n) {
     return 0;
 }
 
-// The slot of a thread's latest ALLOC site; NULL when memory runs out.
-static HL_COLD uint32_t* last_site_grow(rd_dec_t* d, uint64_t thread) {
-    if (thread >= (1u << 30))
+// The slot of the current thread's latest ALLOC site, found after a SWITCH by the thread's
+// number (threads are numbered as they come, so the slots grow with the threads the trace
+// names, not with their indices); NULL when memory runs out.
+static HL_COLD uint32_t* last_site_find(rd_dec_t* d) {
+    uint32_t k = idmap_add(&d->threads, d->thread);
+    if (!k)
         return NULL;
-    size_t cap = d->last_site_cap ? d->last_site_cap : 64;
-    while (cap <= thread)
-        cap *= 2;
-    uint32_t* fresh = realloc(d->last_site, cap * sizeof *fresh);
-    if (!fresh)
-        return NULL;
-    memset(fresh + d->last_site_cap, 0, (cap - d->last_site_cap) * sizeof *fresh);
-    d->last_site = fresh;
-    d->last_site_cap = cap;
-    return &fresh[thread];
+    if (k >= d->last_site_cap) {
+        size_t cap = d->last_site_cap ? d->last_site_cap * 2 : 64;
+        uint32_t* fresh = realloc(d->last_site, cap * sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        memset(fresh + d->last_site_cap, 0, (cap - d->last_site_cap) * sizeof *fresh);
+        d->last_site = fresh;
+        d->last_site_cap = cap;
+    }
+    d->cur = k;
+    return &d->last_site[k];
 }
-static inline uint32_t* last_site_of(rd_dec_t* d, uint64_t thread) {
-    return hl_likely(thread < d->last_site_cap) ? &d->last_site[thread] : last_site_grow(d, thread);
+static inline uint32_t* last_site_of(rd_dec_t* d) {
+    return hl_likely(d->cur != 0) ? &d->last_site[d->cur] : last_site_find(d);
 }
 
 // ALLOC, FREE and FREE_TEMP: the function in the tag, the thread and time implied.
@@ -135,7 +168,7 @@ static inline int decode_heap(cur_t* c, rd_record_t* r, int wire) {
         uint32_t site = sites_name(&d->sites, size, stack, &r->u[3]);
         if (hl_unlikely(!site))
             return DEC_NOMEM;
-        uint32_t* last = last_site_of(d, d->thread);
+        uint32_t* last = last_site_of(d);
         if (hl_unlikely(!last))
             return DEC_NOMEM;
         *last = site;
@@ -146,7 +179,7 @@ static inline int decode_heap(cur_t* c, rd_record_t* r, int wire) {
     }
     uint64_t site;
     if (kind == REC_FREE_TEMP) { // the thread's latest ALLOC: 0 when it made none
-        const uint32_t* last = last_site_of(d, d->thread);
+        const uint32_t* last = last_site_of(d);
         if (hl_unlikely(!last))
             return DEC_NOMEM;
         site = *last;
@@ -207,7 +240,9 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         r->s[0] = get_str(c);
         r->s[1] = get_str(c);
         uint64_t n = get_u(c);
-        if (c->bad || n > 4096)
+        if (!c->bad && (n > RD_SEGS_MAX || n * RD_SEG_FIELDS > (uint64_t)(c->end - c->p)))
+            bad(c, "more segments than the record holds");
+        if (c->bad)
             return DEC_MALFORMED;
         if (ensure_segs(d, (size_t)n * 3) != 0)
             return DEC_NOMEM;
@@ -221,7 +256,7 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         r->u[0] = get_u(c);
         break;
     case REC_THREAD:
-        r->u[0] = get_u(c);
+        r->u[0] = get_thread(c);
         r->u[1] = get_u(c);
         break;
     case REC_STACK: {
@@ -229,15 +264,16 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         r->u[0] = c->last_stack;
         uint64_t back = get_u(c);
         if (back == 0 || back > r->u[0])
-            c->bad = 1;
+            bad(c, "a stack whose parent does not come before it");
         r->u[1] = r->u[0] - back;
         c->last_ip += (uint64_t)get_s(c);
         r->u[2] = c->last_ip;
         break;
     }
     case REC_MMAP:
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 4; i++)
             r->u[i] = get_u(c);
+        r->u[4] = get_stack(c);
         r->thread = d->thread;
         r->time_ns = d->now_ns;
         break;
@@ -254,13 +290,18 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         break;
     case REC_ERROR:
         r->u[0] = get_u(c);
-        r->u[1] = get_u(c);
+        r->u[1] = get_thread(c);
         r->time_ns = get_time(c);
-        for (int i = 2; i < 6; i++)
-            r->u[i] = get_u(c);
-        if (r->u[5])
-            for (int i = 6; i < 10; i++)
-                r->u[i] = get_u(c);
+        r->u[2] = get_stack(c);
+        r->u[3] = get_u(c);
+        r->u[4] = (uint64_t)get_fn(c);
+        r->u[5] = get_u(c);
+        if (r->u[5]) {
+            r->u[6] = get_u(c);
+            r->u[7] = get_stack(c);
+            r->u[8] = (uint64_t)get_fn(c);
+            r->u[9] = get_stack(c);
+        }
         break;
     case REC_INHERIT: {
         r->u[0] = get_u(c);
@@ -307,7 +348,7 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         r->s[0] = get_str(c);
         break;
     case REC_THREAD_NAME:
-        r->u[0] = get_u(c);
+        r->u[0] = get_thread(c);
         r->time_ns = get_time(c);
         r->s[0] = get_str(c);
         break;
@@ -315,11 +356,16 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         r->time_ns = get_time(c);
         break;
     case REC_SWITCH:
-        r->u[0] = r->thread = d->thread = get_u(c);
+        r->u[0] = r->thread = get_thread(c);
+        if (!c->bad && r->thread != d->thread) {
+            d->thread = r->thread;
+            d->cur = 0; // its slot is found when a heap event needs it
+        }
         break;
     case REC_FREE_EXPLICIT:
         return decode_free_explicit(c, r);
     default:
+        bad(c, "an unknown tag");
         return DEC_MALFORMED;
     }
     return c->bad ? DEC_MALFORMED : DEC_OK;
@@ -354,8 +400,8 @@ int rd_dec_chunk(rd_dec_t* d, const uint8_t* raw, size_t n, uint64_t chunk_at, r
                          (unsigned long long)c.bad_site, d->sites.n, pos, chunk);
             else
                 snprintf(res->message, sizeof res->message,
-                         "malformed record (tag %u) at byte %llu of the chunk at byte %llu", *at,
-                         pos, chunk);
+                         "malformed record (tag %u: %s) at byte %llu of the chunk at byte %llu",
+                         *at, c.why ? c.why : "a field runs past the chunk's end", pos, chunk);
             return -EINVAL;
         }
         res->records++;

@@ -8,16 +8,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "idmap.h"
 #include "reader.h"
 #include "sites.h"
+
+// Thread indices count every thread of a process lineage that allocated (the agent numbers them
+// from 1); 16M of them is far beyond any real one: a larger index is damage.
+#define RD_THREAD_INDEX_MAX ((1u << 24) - 1)
 
 typedef struct rd_dec_s {
     sites_t sites;
     uint64_t thread;       // of the heap events: the last SWITCH
     int64_t now_ns;        // of the heap events: the last timed record's time
     uint64_t last_verdict; // VERDICT addresses are deltas within a scan
-    uint32_t* last_site;   // by thread: the site of its latest ALLOC (a FREE_TEMP's site)
+    idmap_t threads;       // thread index -> its number here
+    uint32_t* last_site;   // by thread number: the site of its latest ALLOC (a FREE_TEMP's site)
     size_t last_site_cap;
+    uint32_t cur;          // the number of `thread`; 0 until a heap event needs it
     uint64_t* segs;        // REC_MODULE's segments, valid during its callback
     size_t segs_cap;
 } rd_dec_t;

@@ -70,7 +70,7 @@ void leaks_scan(model_t* m, const rd_record_t* r) {
 void leaks_verdict(model_t* m, const rd_record_t* r) {
     int kind = (int)r->u[0];
     uint64_t addr = r->u[1], size = r->u[2], leader = r->u[5], site = r->u[6];
-    uint32_t stack = (uint32_t)r->u[3];
+    uint32_t stack = model_stack_ref(m, r->u[3]);
     if (r->u[0] >= HL_LEAK_COUNT)
         return;
     md_run_t* run = &m->run;

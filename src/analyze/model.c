@@ -48,13 +48,30 @@ const char* hl_error_kind_name(int kind) {
     return kind > 0 && kind < HL_ERR_COUNT ? names[kind] : "?";
 }
 
-static char* dup_str(rd_str_t s) {
-    char* p = malloc(s.len + 1);
-    if (p) {
-        memcpy(p, s.ptr, s.len);
-        p[s.len] = 0;
+// A string of the trace, NUL-terminated, its first `cap` bytes when longer, followed by what was
+// cut. *len (may be NULL) is the length kept, the note included.
+static char* dup_capped(model_t* m, rd_str_t s, size_t cap, size_t* len) {
+    char note[48] = "";
+    size_t keep = s.len;
+    if (s.len > cap) {
+        keep = cap;
+        snprintf(note, sizeof note, "...[%zu bytes cut]", s.len - cap);
+        m->strings_cut++;
     }
+    size_t nlen = strlen(note);
+    char* p = malloc(keep + nlen + 1);
+    if (p) {
+        memcpy(p, s.ptr, keep);
+        memcpy(p + keep, note, nlen + 1);
+    }
+    if (len)
+        *len = p ? keep + nlen : 0;
     return p;
+}
+
+static const char* base_name(const char* p) {
+    const char* b = strrchr(p, '/');
+    return b ? b + 1 : p;
 }
 
 void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
@@ -74,8 +91,30 @@ void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
 // ---------------------------------------------------------------------------------------------
 // Records
 // ---------------------------------------------------------------------------------------------
-static md_stack_t* stack_of(model_t* m, uint64_t id) {
-    return id < m->nstacks ? &m->stacks[id] : NULL;
+static md_stack_t* stack_of(model_t* m, uint32_t id) {
+    return id && id < m->nstacks ? &m->stacks[id] : NULL;
+}
+
+// A new stack id: its number, and room for it. 0 when memory runs out.
+static HL_NOINLINE uint32_t stack_new(model_t* m, uint64_t trace_id) {
+    uint32_t id = idmap_add(&m->stack_ids, trace_id);
+    if (!id)
+        return 0;
+    if (id >= m->nstacks) {
+        md_stack_t* fresh = md_grow(m->stacks, &m->stacks_cap, (size_t)id + 1, sizeof *fresh);
+        if (!fresh)
+            return 0;
+        m->stacks = fresh;
+        m->nstacks = (size_t)id + 1;
+    }
+    return id;
+}
+
+uint32_t model_stack_ref(model_t* m, uint64_t trace_id) {
+    if (!trace_id)
+        return 0;
+    uint32_t id = model_stack_number(m, trace_id);
+    return hl_likely(id != 0) ? id : stack_new(m, trace_id);
 }
 
 // Site numbers come in order (format.h), so a new one is at most one past the last. Kept out
@@ -119,7 +158,8 @@ static void site_add(model_t* m, const rd_record_t* r, uint64_t site, uint64_t s
 }
 
 static void on_alloc(model_t* m, const rd_record_t* r) {
-    uint64_t size = r->u[0], stack = r->u[1];
+    uint64_t size = r->u[0];
+    uint32_t stack = model_stack_ref(m, r->u[1]);
     m->allocations++;
     m->bytes_allocated += size;
     if (r->fn < HL_FN_COUNT)
@@ -151,11 +191,16 @@ static void on_module(model_t* m, const rd_record_t* r) {
     memset(md, 0, sizeof *md);
     md->id = (uint32_t)r->u[0];
     md->bias = r->u[1];
-    md->path = dup_str(r->s[0]);
-    md->build_id_len = r->s[1].len;
-    md->build_id = malloc(r->s[1].len + 1);
+    md->path = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
+    if (md->path) {
+        const char* base = base_name(md->path);
+        md->name = dup_capped(m, (rd_str_t){base, strlen(base)}, MD_NAME_MAX, NULL);
+    }
+    // A longer build-id is kept short: then it matches no file, and no wrong names are shown.
+    md->build_id_len = r->s[1].len < MD_BUILD_ID_MAX ? r->s[1].len : MD_BUILD_ID_MAX;
+    md->build_id = malloc(md->build_id_len + 1);
     if (md->build_id)
-        memcpy(md->build_id, r->s[1].ptr, r->s[1].len);
+        memcpy(md->build_id, r->s[1].ptr, md->build_id_len);
     md->nsegs = r->nsegs;
     md->segs = malloc(sizeof(*md->segs) * (r->nsegs + 1));
     if (md->segs)
@@ -166,20 +211,14 @@ static void on_module(model_t* m, const rd_record_t* r) {
     md->sym_handle = -1;
 }
 
+// A node of the prefix tree, numbered as the trace defines it: the decoder made sure its parent's
+// id is smaller, so the tree has no cycle whatever the numbers.
 static void on_stack(model_t* m, const rd_record_t* r) {
-    uint64_t id = r->u[0];
-    if (id >= 1u << 26 || r->u[1] >= id)
-        return; // a parent always has a smaller id: anything else is damage
-    if (id >= m->nstacks) {
-        size_t cap = m->nstacks;
-        md_stack_t* fresh = md_grow(m->stacks, &cap, id + 1, sizeof *fresh);
-        if (!fresh)
-            return;
-        m->stacks = fresh;
-        m->nstacks = cap;
-    }
+    uint32_t id = model_stack_ref(m, r->u[0]);
+    if (!id)
+        return;
     md_stack_t* s = &m->stacks[id];
-    s->parent = (uint32_t)r->u[1];
+    s->parent = model_stack_ref(m, r->u[1]);
     s->ip = r->u[2];
 }
 
@@ -190,13 +229,13 @@ const md_stack_t* model_stack(model_t* m, uint32_t id) {
     if (s->ips)
         return s;
     uint32_t n = 0;
-    for (uint32_t k = id; k && k < m->nstacks && n < 4096; k = m->stacks[k].parent)
+    for (uint32_t k = id; k && k < m->nstacks && n < MD_STACK_DEPTH_MAX; k = m->stacks[k].parent)
         n++;
     s->ips = malloc(sizeof(uint64_t) * (n + 1));
     if (!s->ips)
         return NULL;
     n = 0;
-    for (uint32_t k = id; k && k < m->nstacks && n < 4096; k = m->stacks[k].parent)
+    for (uint32_t k = id; k && k < m->nstacks && n < MD_STACK_DEPTH_MAX; k = m->stacks[k].parent)
         s->ips[n++] = m->stacks[k].ip;
     s->n = n;
     return s;
@@ -208,15 +247,15 @@ static void on_error(model_t* m, const rd_record_t* r) {
         return;
     m->errors = fresh;
     md_error_t* e = &m->errors[m->nerrors++];
-    e->kind = (int)r->u[0];
-    e->stack = (uint32_t)r->u[2];
+    e->kind = r->u[0] < HL_ERR_COUNT ? (int)r->u[0] : 0;
+    e->stack = model_stack_ref(m, r->u[2]);
     e->addr = r->u[3];
     e->fn = (int)r->u[4];
     e->has_block = r->u[5] != 0;
     e->block_size = r->u[6];
-    e->alloc_stack = (uint32_t)r->u[7];
+    e->alloc_stack = model_stack_ref(m, r->u[7]);
     e->alloc_fn = (int)r->u[8];
-    e->release_stack = (uint32_t)r->u[9];
+    e->release_stack = model_stack_ref(m, r->u[9]);
     e->time_ns = r->time_ns;
 }
 
@@ -235,9 +274,8 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         m->info_flags = r->u[5];
         free(m->exe);
         free(m->argv);
-        m->exe = dup_str(r->s[0]);
-        m->argv = dup_str(r->s[1]);
-        m->argv_len = r->s[1].len;
+        m->exe = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
+        m->argv = dup_capped(m, r->s[1], MD_ARGV_MAX, &m->argv_len);
         m->is_fork_child = r->u[6] != 0;
         break;
     case REC_MODULE:
@@ -274,7 +312,7 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         on_error(m, r);
         break;
     case REC_INHERIT: // alive before the trace began: part of the level, not an allocation
-        site_add(m, r, r->u[4], r->u[1], r->u[2], r->u[5]);
+        site_add(m, r, r->u[4], r->u[1], model_stack_ref(m, r->u[2]), r->u[5]);
         break;
     case REC_SCAN:
         leaks_scan(m, r);
@@ -292,7 +330,7 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         break;
     case REC_EXEC:
         free(m->exec_path);
-        m->exec_path = dup_str(r->s[0]);
+        m->exec_path = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
         break;
     default:
         break;
@@ -351,6 +389,7 @@ int model_load(model_t* m, const char* path) {
 void model_free(model_t* m) {
     for (size_t i = 0; i < m->nmods; i++) {
         free(m->mods[i].path);
+        free(m->mods[i].name);
         free(m->mods[i].build_id);
         free(m->mods[i].segs);
     }
@@ -358,6 +397,7 @@ void model_free(model_t* m) {
         free(m->stacks[i].ips);
     free(m->mods);
     free(m->stacks);
+    idmap_free(&m->stack_ids);
     free(m->sites);
     leaks_free(m);
     free(m->errors);

@@ -12,15 +12,27 @@
 #include <stdint.h>
 
 #include "../common/format.h"
+#include "idmap.h"
 #include "reader.h"
 
 #define HL_KIND_UNSCANNED HL_LEAK_COUNT // a leak kind for traces that never got their scan
 #define HL_NKINDS (HL_LEAK_COUNT + 1)
 
+// Strings a trace carries are kept to these lengths; a longer one keeps its start and says how
+// many bytes were cut ("...[N bytes cut]"), so one damaged or hostile record cannot make every
+// frame of every report that long.
+#define MD_PATH_MAX 4096       // PATH_MAX: no longer path names a file open(2) can open
+#define MD_NAME_MAX 255        // NAME_MAX: a module's file name, shown in every frame
+#define MD_ARGV_MAX (64 << 10) // the command line, all its arguments together
+#define MD_BUILD_ID_MAX 64     // a GNU build-id is 20 bytes (SHA-1); 64 leaves room
+// The deepest stack the agent records (heaplens run -d: at most 256 frames).
+#define MD_STACK_DEPTH_MAX 256
+
 typedef struct md_module_s {
     uint32_t id;
     uint64_t bias;
     char* path;
+    char* name; // the file name of path, for frames
     uint8_t* build_id;
     size_t build_id_len;
     uint64_t (*segs)[3]; // vaddr, memsz, flags
@@ -29,12 +41,13 @@ typedef struct md_module_s {
     int sym_handle; // symbolizer module, -1 until needed
 } md_module_t;
 
-// A stack, by id (a node of the trace's prefix tree). Its frames are built on first use by
-// model_stack(); ips is NULL until then.
+// A stack, by number (a node of the trace's prefix tree; model_stack_number() turns the trace's
+// id into its number). Its frames are built on first use by model_stack(); ips is NULL until
+// then.
 typedef struct md_stack_s {
     uint64_t* ips;        // innermost first
     uint32_t n;
-    uint32_t parent;      // the stack of the callers (0: none)
+    uint32_t parent;      // the number of the stack of the callers (0: none)
     uint64_t ip;          // this stack's innermost frame
     uint64_t allocations; // ALLOC records naming this stack
     uint64_t bytes;
@@ -117,8 +130,10 @@ typedef struct model_s {
     // what it loaded and where it allocated
     md_module_t* mods;
     size_t nmods, mods_cap;
-    md_stack_t* stacks; // by id
-    size_t nstacks;
+    md_stack_t* stacks; // by number: stacks[1 .. nstacks - 1]
+    size_t nstacks, stacks_cap;
+    idmap_t stack_ids;    // the trace's stack ids -> their numbers
+    uint64_t strings_cut; // strings of the trace longer than their limit (MD_*_MAX)
     md_site_t* sites; // by site number; sites[0] unused
     size_t nsites;    // the highest site number seen, plus one
     size_t sites_cap;
@@ -157,8 +172,17 @@ const md_site_t* model_site(const model_t* m, uint64_t site);
 // them without a scan). Returns the total.
 uint64_t model_site_kinds(const md_site_t* s, uint64_t blocks[HL_NKINDS]); // leaks.c
 
-// The stack with this id with its frames filled in (innermost first), or NULL.
+// The stack with this number with its frames filled in (innermost first), or NULL.
 const md_stack_t* model_stack(model_t* m, uint32_t id);
+
+// The number of the stack a record names by its id in the trace (stacks are numbered as the
+// trace first names them, so the model's arrays grow with the stacks a trace holds, not with
+// its largest id); 0 for id 0 (no stack) and for an id the trace never named.
+static inline uint32_t model_stack_number(const model_t* m, uint64_t trace_id) {
+    return idmap_find(&m->stack_ids, trace_id);
+}
+// The same while loading: an id named for the first time gets its number (0: out of memory).
+uint32_t model_stack_ref(model_t* m, uint64_t trace_id);
 
 // The module holding code address ip, or NULL.
 const md_module_t* model_module_of(const model_t* m, uint64_t ip);

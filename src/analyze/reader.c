@@ -5,8 +5,11 @@
 #include "reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "../common/checksum.h"
@@ -49,6 +52,7 @@ static long inflate_chunk(ZSTD_DCtx* z, const uint8_t* in, size_t n, uint8_t* ou
 
 typedef struct file_s {
     FILE* f;
+    uint64_t size; // of the file: no chunk can claim more than is left of it
     uint8_t* stored;
     size_t stored_cap;
     uint8_t* raw;
@@ -71,6 +75,17 @@ static int check_header(FILE* f, rd_result_t* res) {
     return 0;
 }
 
+// Does the file hold n bytes from offset on? (Its size is looked at again before saying no: a
+// trace may still be being written.)
+static int has_bytes(file_t* t, uint64_t offset, uint64_t n) {
+    struct stat st;
+    if (t->size >= offset && t->size - offset >= n)
+        return 1;
+    if (fstat(fileno(t->f), &st) == 0)
+        t->size = (uint64_t)st.st_size;
+    return t->size >= offset && t->size - offset >= n;
+}
+
 // The chunks, until the file ends, one is damaged, or cb stops. 0, or -ENOMEM.
 static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res) {
     uint64_t offset = HL_FILE_HEADER_SIZE;
@@ -90,6 +105,12 @@ static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res)
         if (magic != HL_CHUNK_MAGIC || rlen > HL_CHUNK_RAW_MAX || slen > HL_CHUNK_RAW_MAX * 2u) {
             res->is_corrupt = 1;
             snprintf(res->message, sizeof res->message, "bad chunk header at byte %llu", at);
+            return 0;
+        }
+        if (!has_bytes(t, offset + HL_CHUNK_HEADER_SIZE, slen)) { // nothing read or reserved
+            res->is_truncated = 1;
+            snprintf(res->message, sizeof res->message, "trace ends inside the chunk at byte %llu",
+                     at);
             return 0;
         }
         if (slen > t->stored_cap) {
@@ -135,15 +156,34 @@ static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res)
     }
 }
 
+// The file at path for reading, when it is a regular file: a FIFO or a device could block the
+// reader for ever or never end, and the analysis reads a trace more than once.
+static int open_regular(const char* path, file_t* t, rd_result_t* res) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? -1 : 0;
+    if (e == 0 && fcntl(fd, F_SETFL, 0) != 0)
+        e = errno;
+    if (e == 0 && !(t->f = fdopen(fd, "rb")))
+        e = errno;
+    if (e == 0) {
+        t->size = (uint64_t)st.st_size;
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    snprintf(res->message, sizeof res->message, "%s",
+             e < 0 ? "not a heaplens trace (not a regular file)" : strerror(e));
+    return e < 0 ? -EINVAL : -e;
+}
+
 int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res) {
     memset(res, 0, sizeof *res);
-    file_t t = {.f = fopen(path, "rb")};
-    if (!t.f) {
-        int e = errno;
-        snprintf(res->message, sizeof res->message, "%s", strerror(e));
-        return -e;
-    }
-    int rc = check_header(t.f, res);
+    file_t t = {0};
+    int rc = open_regular(path, &t, res);
+    if (rc != 0)
+        return rc;
+    rc = check_header(t.f, res);
     if (rc != 0) {
         fclose(t.f);
         return rc;

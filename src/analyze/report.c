@@ -45,14 +45,6 @@ void report_ctx_free(report_ctx_t* c) {
     free(c);
 }
 
-static const char* base_name(const char* p) {
-    const char* b = p;
-    for (; p && *p; p++)
-        if (*p == '/')
-            b = p + 1;
-    return b;
-}
-
 int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
     model_t* m = c->m;
     if (stack < m->nstacks && c->frames[stack]) {
@@ -99,7 +91,7 @@ int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
                 .function = sf[j].function,
                 .file = sf[j].file,
                 .line = sf[j].line,
-                .module = md ? base_name(md->path) : NULL,
+                .module = md ? md->name : NULL,
                 .address = (unsigned long long)ip,
                 .is_inlined = (int)sf[j].is_inlined,
             };

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "utf8.h"
 
 typedef struct fnode_s {
     char* name;
@@ -137,10 +138,26 @@ int ag_write_collapsed(FILE* out, report_ctx_t* c, const aggregate_t* a, int met
 #define SVG_TOP 48
 #define SVG_CHAR_W 7.0
 
+// At most max characters of s as XML text. XML wants UTF-8 without control characters (nor
+// U+FFFE, U+FFFF): a byte that is not part of valid UTF-8 is written as the text \xHH (utf8.h),
+// and a character is never cut in half.
 static void xml_text(FILE* out, const char* s, size_t max) {
-    size_t n = 0;
-    for (; *s && n < max; s++, n++) {
-        unsigned char ch = (unsigned char)*s;
+    size_t left = strlen(s);
+    for (size_t chars = 0; left > 0 && chars < max; chars++) {
+        const unsigned char* p = (const unsigned char*)s;
+        size_t n = utf8_seq_len(p, left);
+        int is_noncharacter = n == 3 && p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xbe;
+        if (n == 0 || is_noncharacter) {
+            fprintf(out, "\\x%02X", *p);
+            n = 1;
+        } else if (n > 1) {
+            fwrite(p, 1, n, out);
+        }
+        s += n;
+        left -= n;
+        if (n > 1 || p[0] >= 0x80)
+            continue;
+        unsigned char ch = p[0];
         switch (ch) {
         case '&':
             fputs("&amp;", out);

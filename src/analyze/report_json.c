@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "utf8.h"
 
 void report_json_string(FILE* out, const char* s) {
     if (!s) {
@@ -12,13 +13,23 @@ void report_json_string(FILE* out, const char* s) {
         return;
     }
     fputc('"', out);
-    for (const unsigned char* p = (const unsigned char*)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
+    const unsigned char* p = (const unsigned char*)s;
+    for (size_t left = strlen(s); left > 0;) {
+        size_t n = utf8_seq_len(p, left);
+        if (n > 1) {
+            fwrite(p, 1, n, out);
+        } else if (n == 0) {
+            fprintf(out, "\\\\x%02X", *p); // not UTF-8 (utf8.h): the text \xHH
+            n = 1;
+        } else if (*p == '"' || *p == '\\') {
             fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
+        } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(out, "\\u%04x", *p);
-        else
+        } else {
             fputc(*p, out);
+        }
+        p += n;
+        left -= n;
     }
     fputc('"', out);
 }

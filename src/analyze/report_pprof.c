@@ -9,6 +9,7 @@
 
 #include "../common/hash.h"
 #include "aggregate.h"
+#include "utf8.h"
 
 // ---------------------------------------------------------------------------------------------
 // CRC-32 (IEEE, reflected, as gzip wants) and a gzip member of stored blocks
@@ -197,10 +198,56 @@ typedef struct prof_s {
     int oom;
 } prof_t;
 
-// Index of s in the string table (0 is ""). Collisions probe onward by rehashing with a salt.
+static int is_utf8(const char* s) {
+    size_t len = strlen(s), n;
+    for (const unsigned char* p = (const unsigned char*)s; len > 0; p += n, len -= n)
+        if ((n = utf8_seq_len(p, len)) == 0)
+            return 0;
+    return 1;
+}
+
+// s as valid UTF-8 (a proto3 string must be; pprof's Go reader refuses the profile otherwise):
+// a byte that is not is written as the text \xHH (utf8.h). A malloc'd copy, or NULL.
+static char* utf8_clean(const char* s) {
+    size_t len = strlen(s), n;
+    char* out = malloc(len * 4 + 1); // \xHH for every byte at worst
+    if (!out)
+        return NULL;
+    char* o = out;
+    for (const unsigned char* p = (const unsigned char*)s; len > 0; p += n, len -= n) {
+        n = utf8_seq_len(p, len);
+        if (n == 0) {
+            o += sprintf(o, "\\x%02X", *p);
+            n = 1;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static uint64_t intern_clean(prof_t* p, const char* s);
+
+// Index of s in the string table (0 is "").
 static uint64_t intern(prof_t* p, const char* s) {
     if (!s || !*s)
         return 0;
+    if (is_utf8(s))
+        return intern_clean(p, s);
+    char* clean = utf8_clean(s);
+    if (!clean) {
+        p->oom = 1;
+        return 0;
+    }
+    uint64_t i = intern_clean(p, clean);
+    free(clean);
+    return i;
+}
+
+// Collisions probe onward by rehashing with a salt.
+static uint64_t intern_clean(prof_t* p, const char* s) {
     uint64_t h = hl_str_hash(s);
     for (int salt = 0; salt < 64; salt++) {
         int found;

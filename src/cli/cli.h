@@ -28,8 +28,13 @@ typedef struct cli_trace_s {
     suppressions_t* supp;
 } cli_trace_t;
 
-// Load (0), or print one error line and return 1 (nothing left to close).
+// Load (0), or print one error line and return 1 (nothing left to close). A trace cut short is
+// read up to where it ends (the reports say so); a corrupt one is refused.
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o);
+// A trace whose bytes are wrong (not merely cut short): its reports would tell what the damage
+// made up, so it is refused. Prints one line "TRACE: corrupt trace: why, where" and returns 1;
+// 0 when the trace is sound.
+int cli_trace_is_corrupt(const char* trace, const model_t* m);
 // Are there definitely or indirectly lost blocks (after suppressions) or heap errors?
 int cli_trace_has_errors(cli_trace_t* t);
 void cli_trace_close(cli_trace_t* t);

@@ -12,14 +12,16 @@
 // Bytes at the peak per site come from the aggregate pass (aggregate.h), run on each trace.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/hash.h"
-#include "../analyze/report_html.h"
 #include "../analyze/aggregate.h"
+#include "../analyze/json_check.h"
+#include "../analyze/report_html.h"
+#include "../common/hash.h"
 #include "cli.h"
 
 enum { M_ALLOCS, M_BYTES, M_LIVE, M_LEAKED, M_PEAK, NMETRIC };
@@ -173,8 +175,16 @@ static int add_side(dtable_t* t, dside_t* d, int side) {
 
 static int g_sort = M_BYTES;
 
+// new - old of two counts, as a signed number; held at the ends of its range when the counts are
+// further apart than it reaches (only a damaged trace has such counts).
+static long long change(uint64_t old, uint64_t new) {
+    if (new >= old)
+        return new - old > (uint64_t)LLONG_MAX ? LLONG_MAX : (long long)(new - old);
+    return old - new > (uint64_t)LLONG_MAX ? LLONG_MIN : -(long long)(old - new);
+}
+
 static long long delta(const dsite_t* s, int k) {
-    return (long long)s->v[1][k] - (long long)s->v[0][k];
+    return change(s->v[0][k], s->v[1][k]);
 }
 
 static int by_growth(const void* a, const void* b) {
@@ -291,20 +301,20 @@ static void write_text(FILE* out, dside_t* sides, const dtable_t* t, size_t top)
     const model_t* n = sides[1].m;
     char a[32], b[32], c[32];
     fprintf(out, "heaplens diff: %s -> %s\n", sides[0].path, sides[1].path);
-    fprintf(out, "  peak heap        %10s -> %10s  %11s\n", human((long long)o->peak_bytes, a, 32, 0),
-            human((long long)n->peak_bytes, b, 32, 0),
-            human((long long)n->peak_bytes - (long long)o->peak_bytes, c, 32, 1));
+    fprintf(out, "  peak heap        %10s -> %10s  %11s\n",
+            human(change(0, o->peak_bytes), a, 32, 0), human(change(0, n->peak_bytes), b, 32, 0),
+            human(change(o->peak_bytes, n->peak_bytes), c, 32, 1));
     fprintf(out, "  bytes allocated  %10s -> %10s  %11s\n",
-            human((long long)o->bytes_allocated, a, 32, 0),
-            human((long long)n->bytes_allocated, b, 32, 0),
-            human((long long)n->bytes_allocated - (long long)o->bytes_allocated, c, 32, 1));
+            human(change(0, o->bytes_allocated), a, 32, 0),
+            human(change(0, n->bytes_allocated), b, 32, 0),
+            human(change(o->bytes_allocated, n->bytes_allocated), c, 32, 1));
     fprintf(out, "  allocations      %10llu -> %10llu  %+11lld\n",
             (unsigned long long)o->allocations, (unsigned long long)n->allocations,
-            (long long)n->allocations - (long long)o->allocations);
+            change(o->allocations, n->allocations));
     fprintf(out, "  leaked           %10s -> %10s  %11s\n",
-            human((long long)sides[0].leaked_bytes, a, 32, 0),
-            human((long long)sides[1].leaked_bytes, b, 32, 0),
-            human((long long)sides[1].leaked_bytes - (long long)sides[0].leaked_bytes, c, 32, 1));
+            human(change(0, sides[0].leaked_bytes), a, 32, 0),
+            human(change(0, sides[1].leaked_bytes), b, 32, 0),
+            human(change(sides[0].leaked_bytes, sides[1].leaked_bytes), c, 32, 1));
     size_t grown = 0;
     for (size_t i = 0; i < t->n; i++)
         grown += delta(&t->v[i], g_sort) > 0;
@@ -334,11 +344,14 @@ static int load_side(dside_t* d, const char* path, const char* sysroot) {
         cli_error("out of memory");
         return -1;
     }
-    if (model_load(d->m, path) != 0) {
+    int rc = model_load(d->m, path);
+    if (cli_trace_is_corrupt(path, d->m))
+        return -1;
+    if (rc != 0) {
         cli_error("%s: %s", path, d->m->read.message);
         return -1;
     }
-    if (d->m->read.is_truncated || d->m->read.is_corrupt)
+    if (d->m->read.is_truncated)
         cli_error("%s: %s (using what was readable)", path, d->m->read.message);
     d->ctx = report_ctx_new(d->m, sysroot);
     if (!d->ctx) {
@@ -349,7 +362,7 @@ static int load_side(dside_t* d, const char* path, const char* sysroot) {
     memset(&ao, 0, sizeof ao);
     char err[256] = "";
     if (aggregate_build(&d->agg, d->ctx, path, &ao, err, sizeof err) != 0) {
-        cli_error("%s: %s", path, err);
+        cli_error("%s", err); // names the trace
         return -1;
     }
     return 0;
@@ -437,21 +450,29 @@ int cmd_diff(int argc, char** argv) {
         cli_error("diff: which traces? usage: heaplens diff [options] OLD.hl NEW.hl");
         return 2;
     }
+    if (json && html && !strcmp(json, "-") && !strcmp(html, "-")) {
+        cli_error("diff: --json and --html cannot both go to stdout ('-')");
+        return 2;
+    }
     dside_t sides[2];
     memset(sides, 0, sizeof sides);
     dtable_t t;
     memset(&t, 0, sizeof t);
-    int status = 0;
-    if (load_side(&sides[0], paths[0], sysroot) != 0 || load_side(&sides[1], paths[1], sysroot) != 0 ||
-        add_side(&t, &sides[0], 0) != 0 || add_side(&t, &sides[1], 1) != 0) {
-        if (!status)
-            cli_error("diff: cannot compare the traces");
-        status = 1;
+    int status = 1;
+    // Each failure says itself in one line: load_side names the trace and why.
+    if (load_side(&sides[0], paths[0], sysroot) != 0 ||
+        load_side(&sides[1], paths[1], sysroot) != 0)
+        goto done;
+    if (add_side(&t, &sides[0], 0) != 0 || add_side(&t, &sides[1], 1) != 0) {
+        cli_error("diff: out of memory");
         goto done;
     }
+    status = 0;
     if (t.n)
         qsort(t.v, t.n, sizeof *t.v, by_growth);
-    if (!quiet)
+    // A JSON or HTML document on stdout is all that goes there.
+    int doc_on_stdout = (json && !strcmp(json, "-")) || (html && !strcmp(html, "-"));
+    if (!quiet && !doc_on_stdout)
         write_text(stdout, sides, &t, (size_t)top);
     if (json) {
         FILE* f = open_out(json);
@@ -481,6 +502,60 @@ done:
     return status;
 }
 
+// A JSON report read whole into memory, at most HTML_INPUT_MAX bytes (the largest reports are
+// a few hundred MB). Returns 0, or 1 after one error line. What is not a report (a trace, a
+// binary, /etc/passwd, an endless device) is told from its first bytes.
+#define HTML_INPUT_MAX (1ull << 30)
+#define HTML_READ_BLOCK (1u << 20)
+
+static int read_report(const char* in, char** out, size_t* out_len) {
+    FILE* f = strcmp(in, "-") == 0 ? stdin : fopen(in, "r");
+    if (!f) {
+        cli_error("%s: %s", in, strerror(errno));
+        return 1;
+    }
+    char* buf = NULL;
+    size_t len = 0, cap = 0, got, lead = 0; // white space before the first character
+    const char* why = NULL;
+    do {
+        if (len + HTML_READ_BLOCK > cap) {
+            cap = cap ? cap * 2 : 2 * HTML_READ_BLOCK;
+            char* fresh = cap <= HTML_INPUT_MAX ? realloc(buf, cap) : NULL;
+            if (!fresh) {
+                why = cap <= HTML_INPUT_MAX ? "out of memory" : "larger than any JSON report";
+                break;
+            }
+            buf = fresh;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        while (lead < len && buf[lead] && strchr(" \t\r\n", buf[lead]))
+            lead++;
+        if (lead < len && buf[lead] != '{')
+            why = "not a JSON report (it does not start with '{')";
+    } while (got > 0 && !why);
+    if (!why && ferror(f))
+        why = strerror(errno);
+    if (f != stdin)
+        fclose(f);
+    json_check_t jc = {.keys = (const char* const[]){"totals", "diff", NULL}};
+    if (!why && json_check(buf, len, &jc) != 0) {
+        cli_error("%s: not a JSON report (%s at byte %zu)", in, jc.error, jc.error_at);
+        free(buf);
+        return 1;
+    }
+    if (!why && !(jc.is_object && jc.found))
+        why = "not a heaplens JSON report (no \"totals\" or \"diff\")";
+    if (why) {
+        cli_error("%s: %s", in, why);
+        free(buf);
+        return 1;
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
 // heaplens html REPORT.json [-o PAGE.html]: the page for a JSON report written earlier.
 int cmd_html(int argc, char** argv) {
     const char *in = NULL, *out = "-";
@@ -498,35 +573,10 @@ int cmd_html(int argc, char** argv) {
         cli_error("html: which JSON report? usage: heaplens html REPORT.json [-o PAGE.html]");
         return 2;
     }
-    FILE* f = strcmp(in, "-") == 0 ? stdin : fopen(in, "r");
-    if (!f) {
-        cli_error("%s: %s", in, strerror(errno));
-        return 1;
-    }
-    char* buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len + 65536 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char* fresh = realloc(buf, cap);
-            if (!fresh) {
-                free(buf);
-                cli_error("out of memory");
-                return 1;
-            }
-            buf = fresh;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-    } while (got > 0);
-    int rd_err = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (rd_err) {
-        free(buf);
-        cli_error("%s: read error", in);
-        return 1;
-    }
+    char* buf;
+    size_t len;
+    if (read_report(in, &buf, &len) != 0)
+        return 1; // nothing written: no page for what is not a report
     FILE* o = open_out(out);
     int rc = !o || report_html(o, buf, len) != 0 || close_out(o) != 0;
     if (rc)

@@ -302,6 +302,11 @@ int cmd_report(int argc, char** argv) {
         cli_error("report: --to comes before --from");
         return 2;
     }
+    char err[256];
+    if (w.ag.filter && ag_filter_check(w.ag.filter, err, sizeof err) != 0) {
+        cli_error("%s", err); // refused even where no view would use it
+        return 1;
+    }
     int has_errors;
     if (!has_view(&w) && !has_output(&w)) {
         if (cli_report_trace(trace, &o, NULL, 0, -1, 0, &has_errors) != 0)

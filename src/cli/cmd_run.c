@@ -302,6 +302,11 @@ int cmd_run(int argc, char** argv) {
     sigaction(SIGQUIT, &ign, &old_quit);
     sigaction(SIGTERM, &fwd, &old_term);
     sigaction(SIGHUP, &fwd, &old_hup);
+    int exec_err[2]; // the child's errno when exec fails; closed unwritten when exec succeeds
+    if (pipe2(exec_err, O_CLOEXEC) != 0) {
+        cli_error("pipe: %s", strerror(errno));
+        return 2;
+    }
     fflush(NULL);
     child_pid = fork();
     if (child_pid < 0) {
@@ -324,13 +329,25 @@ int cmd_run(int argc, char** argv) {
         setenv_int("HEAPLENS_RELEASE_STACKS", !o.no_release_stacks);
         execv(prog, prog_argv);
         int e = errno;
-        fprintf(stderr, "heaplens: %s: %s\n", prog, strerror(e));
+        if (write(exec_err[1], &e, sizeof e) != sizeof e) // the parent says it, in one line
+            fprintf(stderr, "heaplens: %s: %s\n", prog, strerror(e));
         _exit(e == ENOENT ? 127 : 126);
     }
+    close(exec_err[1]);
+    int exec_errno = 0;
+    while (read(exec_err[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR)
+        ;
+    close(exec_err[0]);
     int status = 0;
     while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR)
         ;
     free(preload);
+    if (exec_errno) { // the program never ran: there is no trace to miss
+        unlink(session);
+        cli_error("%s: cannot execute it: %s%s", prog, strerror(exec_errno),
+                  exec_errno == ENOENT ? " (its #! interpreter or ELF loader is missing)" : "");
+        return exec_errno == ENOENT ? 127 : 126;
+    }
 
     session_entry_t* ents;
     size_t nents = read_session(session, &ents);

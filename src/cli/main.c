@@ -172,6 +172,13 @@ int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
     return status;
 }
 
+int cli_trace_is_corrupt(const char* trace, const model_t* m) {
+    if (!m->read.is_corrupt)
+        return 0;
+    cli_error("%s: corrupt trace: %s", trace, m->read.message);
+    return 1;
+}
+
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
     memset(t, 0, sizeof *t);
     if (o->suppressions) {
@@ -188,8 +195,10 @@ int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o
         cli_trace_close(t);
         return 1;
     }
-    if (model_load(t->m, trace) != 0) {
+    int rc = model_load(t->m, trace);
+    if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
         cli_error("%s: %s", trace, t->m->read.message);
+    if (rc != 0 || t->m->read.is_corrupt) {
         cli_trace_close(t);
         return 1;
     }

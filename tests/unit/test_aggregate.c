@@ -206,15 +206,17 @@ TEST(histogram_and_threads) {
     ag_hist_bounds(7, &lo, &hi);
     EXPECT_EQ_U(lo, 64);
     EXPECT_EQ_U(hi, 128);
-    ASSERT_TRUE(a->nthreads > 2);
-    EXPECT_EQ_U(a->threads[1].tid, 111);
-    EXPECT_EQ_U(a->threads[1].allocations, 4);
-    EXPECT_EQ_U(a->threads[1].bytes, 1864);
-    EXPECT_EQ_U(a->threads[1].frees, 2);
-    EXPECT_EQ_U(a->threads[2].tid, 222);
-    EXPECT_EQ_U(a->threads[2].allocations, 3);
-    EXPECT_EQ_U(a->threads[2].bytes, 510);
-    EXPECT_EQ_U(a->threads[2].frees, 2);
+    const ag_thread_t* t1 = ag_thread_for(a, 1);
+    const ag_thread_t* t2 = ag_thread_for(a, 2);
+    ASSERT_TRUE(t1 && t2 && a->nthreads == 2 && t1 < t2);
+    EXPECT_EQ_U(t1->tid, 111);
+    EXPECT_EQ_U(t1->allocations, 4);
+    EXPECT_EQ_U(t1->bytes, 1864);
+    EXPECT_EQ_U(t1->frees, 2);
+    EXPECT_EQ_U(t2->tid, 222);
+    EXPECT_EQ_U(t2->allocations, 3);
+    EXPECT_EQ_U(t2->bytes, 510);
+    EXPECT_EQ_U(t2->frees, 2);
     unload(&f);
 }
 

@@ -69,22 +69,22 @@ TEST(model_totals_peak_and_leaks) {
     EXPECT_EQ_U(m.heap_blocks, 2);
     EXPECT_EQ_U(m.calls[HL_FN_NEW], 1);
     EXPECT_EQ_U(m.calls[HL_FN_DELETE], 1);
-    EXPECT_EQ_U(m.stacks[3].live_bytes, 400);
-    EXPECT_EQ_U(m.stacks[3].live_blocks, 2);
-    EXPECT_EQ_U(m.stacks[4].live_bytes, 0);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 3)].live_bytes, 400);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 3)].live_blocks, 2);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 4)].live_bytes, 0);
     EXPECT_TRUE(m.is_scanned);
     EXPECT_EQ_U(m.leaks[HL_LEAK_DEFINITE].bytes, 100);
     EXPECT_EQ_U(m.leaks[HL_LEAK_REACHABLE].bytes, 300);
     EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 0);
     EXPECT_EQ_U(m.nrecords, 2);
     EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
-    EXPECT_EQ_U(m.records[0].stack, 3);
-    const md_stack_t* st = model_stack(&m, 3);
+    EXPECT_EQ_U(m.records[0].stack, model_stack_number(&m, 3));
+    const md_stack_t* st = model_stack(&m, model_stack_number(&m, 3));
     ASSERT_TRUE(st != NULL);
     EXPECT_EQ_U(st->n, 2);
     EXPECT_EQ_U(st->ips[0], 0x1000);
     EXPECT_EQ_U(st->ips[1], 0x1010);
-    EXPECT_TRUE(model_stack(&m, 99) == NULL);
+    EXPECT_TRUE(model_stack_number(&m, 99) == 0);
     EXPECT_TRUE(m.has_end);
     EXPECT_TRUE(!m.read.is_truncated && !m.read.is_corrupt);
     model_free(&m);
@@ -424,10 +424,10 @@ TEST(verdict_leaders_forward_and_back) {
     ASSERT_TRUE(m.nrecords == 3);
     // Sorted by kind, then direct + indirect bytes: stack 2 (64 + 16), stack 1 (32 + 8).
     EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
-    EXPECT_EQ_U(m.records[0].stack, 2);
+    EXPECT_EQ_U(m.records[0].stack, model_stack_number(&m, 2));
     EXPECT_EQ_U(m.records[0].indirect_bytes, 16);
     EXPECT_EQ_U(m.records[0].indirect_blocks, 1);
-    EXPECT_EQ_U(m.records[1].stack, 1);
+    EXPECT_EQ_U(m.records[1].stack, model_stack_number(&m, 1));
     EXPECT_EQ_U(m.records[1].indirect_bytes, 8);
     EXPECT_EQ_U(m.records[2].kind, HL_LEAK_INDIRECT);
     EXPECT_EQ_U(m.records[2].bytes, 24);
@@ -457,7 +457,7 @@ TEST(live_blocks_without_verdicts_are_unscanned) {
     EXPECT_TRUE(!m.is_scanned);
     ASSERT_TRUE(m.nrecords == 1);
     EXPECT_EQ_U(m.records[0].kind, HL_KIND_UNSCANNED);
-    EXPECT_EQ_U(m.records[0].stack, 1);
+    EXPECT_EQ_U(m.records[0].stack, model_stack_number(&m, 1));
     EXPECT_EQ_U(m.records[0].bytes, 30);
     EXPECT_EQ_U(m.records[0].blocks, 2);
     EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].bytes, 30);
@@ -511,9 +511,9 @@ TEST(free_explicit_before_and_after_its_site) {
     EXPECT_EQ_U(m.heap_blocks, 3);
     EXPECT_EQ_U(m.peak_bytes, 148); // never the wrapped level of the early release
     EXPECT_EQ_U(m.peak_blocks, 3);
-    EXPECT_EQ_U(m.stacks[2].live_bytes, 7);
-    EXPECT_EQ_U(m.stacks[2].live_blocks, 1);
-    EXPECT_EQ_U(m.stacks[1].live_bytes, 108);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 2)].live_bytes, 7);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 2)].live_blocks, 1);
+    EXPECT_EQ_U(m.stacks[model_stack_number(&m, 1)].live_bytes, 108);
     EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].bytes, 115);
     EXPECT_EQ_U(m.leaks[HL_KIND_UNSCANNED].blocks, 3);
     model_free(&m);
