@@ -39,6 +39,9 @@ tally "$out" reports
 echo "== verdicts on real programs (tar, gfortran) against memcheck"
 out=$("$ROOT/tests/integration/verdicts_real.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" verdicts_real
+echo "== security (trace and output files: full disks, devices, planted links, modes)"
+out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" security
 
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then

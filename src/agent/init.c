@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "session.h"
 
 _Atomic int hl_phase;
 static int from_start = 1;
@@ -22,22 +23,6 @@ static int on_exit_registered;
 
 int agent_is_from_start(void) {
     return from_start;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Whether this image is traced at all: --no-follow traces only the first image of the first
-// process, which is the only one that finds the session index empty.
-// ---------------------------------------------------------------------------------------------
-static int session_has_entries(void) {
-    if (!hl_opt.session[0])
-        return 0;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, hl_opt.session, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    char c;
-    long n = syscall(SYS_read, fd, &c, 1);
-    close(fd);
-    return n == 1;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 // sink.c - where the trace goes: a file named from the output template, written in chunks
 // with plain write(2) (EINTR and short writes handled). The chunks of a file are flushed parts
 // of one zstd stream with a long window (format.h): a program's repeating patterns cost bytes
-// once per file, not once per chunk. A write error
-// stops tracing with one message; the program runs on. The session index tells the CLI which
-// files this run produced (children and exec'd images each write their own).
+// once per file, not once per chunk. A write error stops tracing with one message; the program
+// runs on. The trace is a new regular file, private to its owner (create_trace). The session
+// index (session.c) tells the CLI which files this run produced (children and exec'd images each
+// write their own).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include "../common/checksum.h"
 #include "../common/format.h"
 #include "agent.h"
+#include "session.h"
 
 // 8 MiB of history: a loop whose records fill a few MiB still finds its previous round.
 #define HL_ZSTD_WINDOW_LOG 23
@@ -89,50 +91,99 @@ static void expand(char* out, size_t cap, const char* tmpl, int pid) {
     out[o] = 0;
 }
 
-static void session_note(int pid, int ppid) {
-    if (!hl_opt.session[0])
-        return;
-    int fd = (int)sys_open(hl_opt.session, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    if (fd < 0)
-        return;
-    char line[1300];
-    int n = hl_fmt(line, sizeof line, "%d %d %s\n", pid, ppid, path);
-    os_write_all(fd, line, (size_t)n);
-    close(fd);
+// An earlier trace may hold a name (of a run before, or of a process before with the same pid);
+// a thousand of them means something else is wrong.
+#define HL_TRACE_NAME_TRIES 1000
+
+// What stands at a trace's name when it is not a regular file, for the line refusing it.
+static const char* kind_of(unsigned mode) {
+    switch (mode & S_IFMT) {
+    case S_IFCHR:
+        return "it is a character device, not a regular file";
+    case S_IFBLK:
+        return "it is a block device, not a regular file";
+    case S_IFIFO:
+        return "it is a FIFO, not a regular file";
+    case S_IFSOCK:
+        return "it is a socket, not a regular file";
+    case S_IFDIR:
+        return "it is a directory, not a regular file";
+    case S_IFLNK:
+        return "it is a symbolic link, not a regular file";
+    default:
+        return "it is not a regular file";
+    }
 }
 
-int sink_open(void) {
-    if (sink_fd >= 0)
-        return 0;
-    if (sink_failed)
-        return -1;
-    int pid = (int)getpid();
-    char base[1100];
-    expand(base, sizeof base, hl_opt.output, pid);
-    int fd = -1;
-    for (int attempt = 0; attempt < 1000 && fd < 0; attempt++) {
+// Creates the trace at BASE, or at BASE.1, BASE.2... when a regular file (an earlier trace) has
+// the name: always a new file (O_EXCL), never through a symbolic link (O_NOFOLLOW), readable by
+// its owner only, as a core dump is: it holds addresses, paths and arguments. Anything else at
+// the name (/dev/full, a FIFO, a directory, a link) is refused, not worked around: a trace is a
+// regular file, and one created beside a device is never what was meant.
+// Returns the descriptor, or -errno with path[] the name tried and *found the type of what was
+// there when that is the reason (else 0).
+static int create_trace(const char* base, unsigned* found) {
+    *found = 0;
+    for (int attempt = 0; attempt < HL_TRACE_NAME_TRIES; attempt++) {
         if (attempt == 0)
             hl_fmt(path, sizeof path, "%s", base);
         else
             hl_fmt(path, sizeof path, "%s.%d", base, attempt);
-        fd = (int)sys_open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0 && errno != EEXIST)
-            break;
+        int fd = (int)sys_open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -errno;
+        struct stat st;
+        if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !S_ISREG(st.st_mode)) {
+            *found = st.st_mode;
+            return -EEXIST;
+        }
     }
-    if (fd < 0) {
-        hl_log("cannot create trace file %s: %s; not tracing", path,
-               errno == EACCES ? "permission denied" : errno == ENOENT ? "no such directory"
-                                                                       : "error");
-        sink_failed = 1;
-        return -1;
-    }
+    return -EEXIST;
+}
+
+// A trace that could not be started leaves no file behind: removed if path[] still names it.
+static void discard_trace(int fd) {
+    struct stat mine, named;
+    if (syscall(SYS_fstat, fd, &mine) == 0 &&
+        syscall(SYS_newfstatat, AT_FDCWD, path, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
+        syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+    close(fd);
+}
+
+// strerror's text without its locale machinery (which may allocate).
+static const char* error_text(int err) {
+    const char* text = strerrordesc_np(err);
+    return text ? text : "unknown error";
+}
+
+// One line that says which file and what went wrong; the session index learns that this image
+// wrote no trace, so the CLI adds no guess of its own.
+static int open_failed(const char* what, const char* why, int pid) {
+    hl_log("cannot %s the trace file %s: %s; not tracing (the program runs on)", what, path, why);
+    session_note(pid, (int)getppid(), path, 0);
+    sink_failed = 1;
+    return -1;
+}
+
+static int open_trace(void) {
+    int pid = (int)getpid();
+    char base[1100];
+    expand(base, sizeof base, hl_opt.output, pid);
+    unsigned found;
+    int fd = create_trace(base, &found);
+    if (fd < 0)
+        return open_failed("create", found ? kind_of(found) : error_text(-fd), pid);
     uint8_t header[HL_FILE_HEADER_SIZE] = {0};
     memcpy(header, HL_TRACE_MAGIC, 8);
     header[8] = (uint8_t)HL_TRACE_VERSION;
-    if (os_write_all(fd, header, sizeof header) != 0) {
-        close(fd);
-        sink_failed = 1;
-        return -1;
+    long w = os_write_all(fd, header, sizeof header);
+    if (w != 0) {
+        discard_trace(fd);
+        return open_failed("write", error_text((int)-w), pid);
     }
     // Out of the way of the program's own descriptors (a daemon closing 0..1023 and reusing
     // the numbers), and remembered by identity: see sink_check_fd.
@@ -147,8 +198,21 @@ int sink_open(void) {
         sink_ino = st.st_ino;
     }
     sink_fd = fd;
-    session_note(pid, (int)getppid());
+    session_note(pid, (int)getppid(), path, 1);
     return 0;
+}
+
+// Opening happens inside the program's calls (its first malloc, a fork child's first chunk):
+// the program's errno is left as it was.
+int sink_open(void) {
+    if (sink_fd >= 0)
+        return 0;
+    if (sink_failed)
+        return -1;
+    int saved_errno = errno;
+    int r = open_trace();
+    errno = saved_errno;
+    return r;
 }
 
 static void put_u32(uint8_t* p, uint32_t v) {
@@ -160,12 +224,14 @@ static void put_u32(uint8_t* p, uint32_t v) {
 
 // A program may close every descriptor (daemons do) and reuse the number for a file of its own:
 // writing there would corrupt it. Before each chunk, the descriptor must still be the trace;
-// if it is not, the trace is opened again by name and appended to (chunks stand alone).
+// if it is not, the trace is opened again by name and appended to (chunks stand alone), as long
+// as the name still leads to the same file, not through a link: a file put at the name since is
+// not the trace, and may be another user's.
 static int sink_check_fd(void) {
     struct stat st;
     if (syscall(SYS_fstat, sink_fd, &st) == 0 && st.st_dev == sink_dev && st.st_ino == sink_ino)
         return 0;
-    int fd = (int)sys_open(path, O_WRONLY | O_APPEND, 0);
+    int fd = (int)sys_open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NOCTTY, 0);
     if (fd < 0)
         return -1;
     int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 700);
@@ -173,12 +239,10 @@ static int sink_check_fd(void) {
         close(fd);
         fd = high;
     }
-    if (syscall(SYS_fstat, fd, &st) != 0) {
+    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != sink_dev || st.st_ino != sink_ino) {
         close(fd);
         return -1;
     }
-    sink_dev = st.st_dev;
-    sink_ino = st.st_ino;
     sink_fd = fd; // the old number is the program's now: never close it
     return 0;
 }

@@ -23,6 +23,7 @@
 #include "../analyze/report_html.h"
 #include "../common/hash.h"
 #include "cli.h"
+#include "outfile.h"
 
 enum { M_ALLOCS, M_BYTES, M_LIVE, M_LEAKED, M_PEAK, NMETRIC };
 static const char* const metric_key[NMETRIC] = {"allocations", "bytes", "live_bytes",
@@ -286,8 +287,12 @@ static int write_json(FILE* out, dside_t* sides, const dtable_t* t) {
     return ferror(out) ? -1 : 0;
 }
 
+// Why the last open_out failed, for the line that says so.
+static char open_out_why[256];
+
 static FILE* open_out(const char* path) {
-    return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    open_out_why[0] = 0;
+    return outfile_fopen(path, open_out_why, sizeof open_out_why);
 }
 
 static int close_out(FILE* f) {
@@ -477,7 +482,8 @@ int cmd_diff(int argc, char** argv) {
     if (json) {
         FILE* f = open_out(json);
         if (!f || write_json(f, sides, &t) != 0 || close_out(f) != 0) {
-            cli_error("%s: cannot write the JSON diff", json);
+            cli_error("%s: cannot write the JSON diff%s%s", json, open_out_why[0] ? ": " : "",
+                      open_out_why);
             status = 1;
         }
     }
@@ -490,7 +496,8 @@ int cmd_diff(int argc, char** argv) {
             fclose(mem);
         FILE* f = bad ? NULL : open_out(html);
         if (!f || report_html(f, buf, len) != 0 || close_out(f) != 0) {
-            cli_error("%s: cannot write the HTML diff", html);
+            cli_error("%s: cannot write the HTML diff%s%s", html, open_out_why[0] ? ": " : "",
+                      open_out_why);
             status = 1;
         }
         free(buf);
@@ -580,7 +587,7 @@ int cmd_html(int argc, char** argv) {
     FILE* o = open_out(out);
     int rc = !o || report_html(o, buf, len) != 0 || close_out(o) != 0;
     if (rc)
-        cli_error("%s: cannot write the page", out);
+        cli_error("%s: cannot write the page%s%s", out, open_out_why[0] ? ": " : "", open_out_why);
     free(buf);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "../analyze/aggregate.h"
 #include "../analyze/report_html.h"
 #include "cli.h"
+#include "outfile.h"
 
 typedef struct views_s {
     ag_view_opts_t v;
@@ -192,9 +193,10 @@ static int write_file(const char* path, const char* what, writer_t fn, report_ct
     if (!path)
         return 0;
     int is_stdout = !strcmp(path, "-");
-    FILE* f = is_stdout ? stdout : fopen(path, "wb");
+    char why[256];
+    FILE* f = outfile_fopen(path, why, sizeof why);
     if (!f) {
-        cli_error("%s: cannot write the %s: %s", path, what, strerror(errno));
+        cli_error("%s: cannot write the %s: %s", path, what, why);
         return 1;
     }
     int rc = fn(f, c, a, w);
@@ -244,12 +246,14 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
         fflush(stdout);
     }
     if (o->json_path) {
-        FILE* f = json_stdout ? stdout : fopen(o->json_path, "w");
+        char why[256] = "";
+        FILE* f = outfile_fopen(o->json_path, why, sizeof why);
         int rc = f ? write_json(f, ctx, &ro, &a, w) : -1;
         if (f && f != stdout && fclose(f) != 0)
             rc = -1;
         if (rc != 0) {
-            cli_error("%s: cannot write the JSON report", o->json_path);
+            cli_error("%s: cannot write the JSON report%s%s", o->json_path, why[0] ? ": " : "",
+                      why);
             status = 1;
         }
     }

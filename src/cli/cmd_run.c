@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rundir.h"
 
 typedef struct run_opts_s {
     const char* output;
@@ -137,17 +138,25 @@ static void forward_signal(int sig) {
         kill(child_pid, sig);
 }
 
-// The session index: one line "pid ppid trace" per trace the agents wrote.
+// The session index (src/agent/session.c): one line "pid ppid trace" per trace the agents
+// wrote, "pid ppid !trace" per trace an agent could not write (it said why).
+#define SESSION_INDEX "session"
+
 typedef struct session_entry_s {
     long pid, ppid;
     char* trace;
+    int is_written;
 } session_entry_t;
 
-static size_t read_session(const char* path, session_entry_t** out) {
-    FILE* f = fopen(path, "r");
+static size_t read_session(const rundir_t* run, session_entry_t** out) {
     *out = NULL;
-    if (!f)
+    int fd = rundir_open_file(run, SESSION_INDEX, O_RDONLY);
+    FILE* f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     size_t n = 0, cap = 0;
     char line[PATH_MAX + 64];
     while (fgets(line, sizeof line, f)) {
@@ -163,10 +172,46 @@ static size_t read_session(const char* path, session_entry_t** out) {
                 break;
             *out = fresh;
         }
-        (*out)[n++] = (session_entry_t){pid, ppid, strdup(line + off)};
+        int is_written = line[off] != '!';
+        (*out)[n++] = (session_entry_t){pid, ppid, strdup(line + off + !is_written), is_written};
     }
     fclose(f);
     return n;
+}
+
+// What stands at the trace's name when it is not a regular file, for the line refusing it.
+static const char* kind_of(mode_t mode) {
+    switch (mode & S_IFMT) {
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFSOCK:
+        return "a socket";
+    case S_IFDIR:
+        return "a directory";
+    default:
+        return "not a regular file";
+    }
+}
+
+// -o NAME: this run's trace takes the name. A regular file or a link there (an earlier trace,
+// or a link to one) is removed, never written through; anything else is refused, as the agent
+// would refuse it: a trace is a regular file (/dev/full must stay a device). 0, or 1 after
+// printing one line.
+static int free_trace_name(const char* output) {
+    struct stat st;
+    if (lstat(output, &st) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        cli_error("%s: is %s; the trace must be a new or a regular file", output,
+                  kind_of(st.st_mode));
+        return 1;
+    }
+    unlink(output); // when it cannot go, the agent names its trace OUTPUT.1
+    return 0;
 }
 
 int cmd_run(int argc, char** argv) {
@@ -279,13 +324,20 @@ int cmd_run(int argc, char** argv) {
         cli_error("%s: output directory is not writable", dir);
         return 2;
     }
-    if (o.output && !strchr(output, '%'))
-        unlink(output); // this run's trace takes the name; children get a suffix
+    // This run's trace takes the name; children get a suffix.
+    if (o.output && !strchr(output, '%') && free_trace_name(output) != 0)
+        return 2;
 
-    char session[] = "/tmp/heaplens-session-XXXXXX";
-    int sfd = mkstemp(session);
+    rundir_t run;
+    if (rundir_create(&run) != 0)
+        return 2;
+    char session[PATH_MAX];
+    int sfd = rundir_name(&run, SESSION_INDEX, session, sizeof session);
+    if (sfd == 0)
+        sfd = rundir_create_file(&run, SESSION_INDEX);
     if (sfd < 0) {
-        cli_error("cannot create a session file in /tmp: %s", strerror(errno));
+        cli_error("%s: cannot create the session index: %s", run.path, strerror(-sfd));
+        rundir_remove(&run);
         return 2;
     }
     close(sfd);
@@ -311,6 +363,7 @@ int cmd_run(int argc, char** argv) {
     child_pid = fork();
     if (child_pid < 0) {
         cli_error("fork: %s", strerror(errno));
+        rundir_remove(&run);
         return 2;
     }
     if (child_pid == 0) {
@@ -350,22 +403,28 @@ int cmd_run(int argc, char** argv) {
     }
 
     session_entry_t* ents;
-    size_t nents = read_session(session, &ents);
-    unlink(session);
+    size_t nents = read_session(&run, &ents);
+    rundir_remove(&run);
     const char* root_trace = NULL;
+    int root_failed = 0; // its agent could not write the trace, and said so
     report_child_t* kids = calloc(nents + 1, sizeof *kids);
     size_t nkids = 0;
     for (size_t k = 0; k < nents; k++) {
-        if (ents[k].pid == (long)child_pid)
-            root_trace = ents[k].trace; // the last image of the pid we started
-        else if (kids)
+        if (ents[k].pid == (long)child_pid) {
+            // the last image of the pid we started
+            root_trace = ents[k].is_written ? ents[k].trace : NULL;
+            root_failed = !ents[k].is_written;
+        } else if (kids && ents[k].is_written) {
             kids[nkids++] = (report_child_t){ents[k].pid, ents[k].trace};
+        }
     }
     int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     int rc = exit_status >= 0 ? exit_status : 128 + exit_signal;
     int has_errors = 0, report_failed = 0;
-    if (!root_trace) {
+    if (root_failed) {
+        report_failed = 1; // the agent's own line said which file and what went wrong
+    } else if (!root_trace) {
         cli_error("%s wrote no trace (set-user-ID programs ignore LD_PRELOAD; the agent may have "
                   "failed to start)", prog);
         report_failed = 1;

@@ -7,6 +7,7 @@
 
 #include "../analyze/report_html.h"
 #include "cli.h"
+#include "outfile.h"
 
 void cli_error(const char* fmt, ...) {
     va_list ap;
@@ -159,13 +160,17 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
 int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
                    const char* trace) {
     char err[512] = "cannot open for writing";
-    FILE* f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    FILE* f = outfile_fopen(path, err, sizeof err);
+    if (!f) {
+        cli_error("%s: cannot write the HTML report: %s", path, err);
+        return 1;
+    }
     int status = 0;
-    if (!f || report_html_trace(f, ctx, ro, trace, err, sizeof err) != 0) {
+    if (report_html_trace(f, ctx, ro, trace, err, sizeof err) != 0) {
         cli_error("%s: %s", path, err);
         status = 1;
     }
-    if (f && (f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && !status) {
         cli_error("%s: cannot write the HTML report", path);
         status = 1;
     }
@@ -250,9 +255,11 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
         fflush(stderr);
     }
     if (o->json_path) {
-        FILE* f = strcmp(o->json_path, "-") == 0 ? stdout : fopen(o->json_path, "w");
+        char why[256] = "";
+        FILE* f = outfile_fopen(o->json_path, why, sizeof why);
         if (!f || report_json(f, t.ctx, &ro) != 0) {
-            cli_error("%s: cannot write the JSON report", o->json_path);
+            cli_error("%s: cannot write the JSON report%s%s", o->json_path, why[0] ? ": " : "",
+                      why);
             status = 1;
         }
         if (f && f != stdout)
