@@ -15,8 +15,8 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate
-PROGRAMS := $(BUILD)/programs/libplugin.so \
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got
+PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
@@ -55,6 +55,10 @@ $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
+# got.c alone, on the two builds of libforeign (-rdynamic: it looks up its own symbols).
+$(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -rdynamic -o $@ tests/unit/test_got.c src/agent/got.c -ldl
 $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
@@ -80,6 +84,14 @@ $(BUILD)/programs/%: tests/programs/%.f90
 $(BUILD)/programs/libplugin.so: tests/programs/plugin.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -o $@ $<
+# libforeign (foreign_lib.c), built twice: bound at load under full RELRO, and bound lazily
+# without RELRO.
+$(BUILD)/programs/libforeign.so: tests/programs/foreign_lib.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,-z,relro,-z,now -o $@ $<
+$(BUILD)/programs/libforeign_lazy.so: tests/programs/foreign_lib.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,-z,lazy,-z,norelro -o $@ $<
 
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done
