@@ -15,7 +15,7 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
@@ -68,6 +68,9 @@ $(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(H
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+$(BUILD)/tests/test_heap_traced: tests/unit/test_heap_traced.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_heap_traced.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 $(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
@@ -84,14 +87,20 @@ $(BUILD)/programs/%: tests/programs/%.f90
 $(BUILD)/programs/libplugin.so: tests/programs/plugin.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -o $@ $<
-# libforeign (foreign_lib.c), built twice: bound at load under full RELRO, and bound lazily
-# without RELRO.
+# foreign_*: executables that define malloc themselves (exported) and call libforeign, built
+# twice: bound at load under full RELRO, and bound lazily without RELRO. -fno-builtin keeps an
+# allocator's calls to itself (gcc would make calloc's malloc and memset a call to calloc).
+FOREIGN_EXE_FLAGS := -O2 -g -fno-builtin -fno-omit-frame-pointer -Wno-unused-result -rdynamic -L$(BUILD)/programs -Wl,-rpath,'$$ORIGIN' -ldl
 $(BUILD)/programs/libforeign.so: tests/programs/foreign_lib.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -Wl,-z,relro,-z,now -o $@ $<
 $(BUILD)/programs/libforeign_lazy.so: tests/programs/foreign_lib.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -Wl,-z,lazy,-z,norelro -o $@ $<
+$(BUILD)/programs/foreign_own_malloc: tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign.so
+	$(CC) -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign
+$(BUILD)/programs/foreign_nopie: tests/programs/foreign_nopie.c tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign_lazy.so
+	$(CC) -fno-pie -no-pie -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign_lazy
 
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done
