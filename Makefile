@@ -90,6 +90,7 @@ $(BUILD)/programs/libplugin.so: tests/programs/plugin.c
 # foreign_*: executables that define malloc themselves (exported) and call libforeign, built
 # twice: bound at load under full RELRO, and bound lazily without RELRO. -fno-builtin keeps an
 # allocator's calls to itself (gcc would make calloc's malloc and memset a call to calloc).
+# foreign_static has no dynamic loader at all.
 FOREIGN_EXE_FLAGS := -O2 -g -fno-builtin -fno-omit-frame-pointer -Wno-unused-result -rdynamic -L$(BUILD)/programs -Wl,-rpath,'$$ORIGIN' -ldl
 $(BUILD)/programs/libforeign.so: tests/programs/foreign_lib.c tests/programs/common.h
 	@mkdir -p $(dir $@)
@@ -101,6 +102,12 @@ $(BUILD)/programs/foreign_own_malloc: tests/programs/foreign_own_malloc.c tests/
 	$(CC) -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign
 $(BUILD)/programs/foreign_nopie: tests/programs/foreign_nopie.c tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign_lazy.so
 	$(CC) -fno-pie -no-pie -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign_lazy
+$(BUILD)/programs/foreign_static: tests/programs/foreign_static.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -static -o $@ $<
+$(BUILD)/programs/foreign_static_pie: tests/programs/foreign_static_pie.c tests/programs/foreign_static.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -static-pie -o $@ $<
 
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# foreign.sh BUILD_DIR - allocators heaplens cannot see by preloading:
+# foreign.sh BUILD_DIR - allocators heaplens cannot see by preloading, and programs it cannot
+# preload into:
 #  - foreign_own_malloc / foreign_nopie define malloc, free, calloc and realloc in the executable
 #    (PIE with a library bound at load under full RELRO; fixed-address with a library bound
 #    lazily): the calls from shared libraries are routed to the agent and match memcheck's
 #    figures (memcheck --soname-synonyms=somalloc=NONE, where valgrind is installed); the run
 #    says, once at start and in the report, that calls inside the executable are not seen;
 #  - a library dlopen()ed later is routed too;
-#  - blocks crossing between the executable and a library are no heap error.
+#  - blocks crossing between the executable and a library are no heap error;
+#  - a statically linked program (static and static-pie) and a 32-bit one run untraced, output
+#    and exit status unchanged, with one warning line.
 # One line per check: "PASS name" or "FAIL name: reason" ("SKIP name: why" when a tool is
 # missing); the last line is "N passed, N failed"; exit status 1 when anything failed.
 set -u
@@ -55,6 +58,14 @@ hl() {
     ST=$?
 }
 
+# native PROG [ARGS...]: the program alone, started as a shell starts it (no /bin/sh retry of
+# a file the kernel cannot execute, as execvp would); sets NST, output in $D/native.stdout
+native() {
+    { (cd "$D" && exec timeout -k 5 "$TIMEOUT" bash -c 'exec "$@"' bash "$@" \
+        >"$D/native.stdout" 2>"$D/native.stderr" </dev/null); } 2>/dev/null
+    NST=$?
+}
+
 expect() { # CASE WHAT EXPECTED ACTUAL
     if [ "$3" = "$4" ]; then pass "$1: $2"; else fail "$1: $2" "expected '$3', got '$4'"; fi
 }
@@ -81,7 +92,7 @@ if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
     echo "$PASSED passed, $FAILED failed"
     exit 1
 fi
-for p in foreign_own_malloc foreign_nopie libplugin.so alloc_basic; do
+for p in foreign_own_malloc foreign_nopie foreign_static foreign_static_pie libplugin.so alloc_basic; do
     [ -e "$PROGS/$p" ] || fail "setup" "$PROGS/$p is missing (make check builds it)"
 done
 
@@ -162,6 +173,48 @@ hl alloc_basic -- "$PROGS/alloc_basic"
 expect alloc_basic "exit status" 0 "$ST"
 expect alloc_basic "no warning" "" "$(warnings)"
 check alloc_basic "$J" "j['heap_traced'] == 'all'" "j['trace_complete'] == True"
+
+# ================================================================================================
+# Programs the agent cannot be loaded into: they run, untraced
+# ================================================================================================
+for prog in foreign_static foreign_static_pie; do
+    hl "$prog" -- "$PROGS/$prog"
+    native "$PROGS/$prog"
+    expect "$prog" "exit status as without heaplens" "3 3" "$NST $ST"
+    expect "$prog" "stdout as without heaplens" "foreign_static runs" "$(cat "$D/stdout")"
+    cmp -s "$D/stdout" "$D/native.stdout" || fail "$prog: stdout" "differs from the program's alone"
+    expect "$prog" "one warning line" "heaplens: $PROGS/$prog is statically linked (heaplens is loaded into dynamically linked programs only): running it untraced" "$(cat "$D/stderr")"
+    [ ! -e "$T" ] && [ ! -e "$J" ] && pass "$prog: no trace, no report" || fail "$prog: files" "a trace or report was written"
+    # It ends as it would alone, by its signal too.
+    hl "$prog.kill" -- "$PROGS/$prog" kill
+    native "$PROGS/$prog" kill
+    expect "$prog.kill" "exit status as without heaplens" "143 143" "$NST $ST"
+done
+
+# A 32-bit program (a minimal static i386 ELF: write, then exit 3) runs as it would alone: on a
+# kernel without 32-bit support both fail to start alike.
+D=$WORK/elf32
+mkdir -p "$D"
+python3 - "$D/elf32" <<'EOF'
+import struct, sys
+msg, base, ehsize, phsize = b"elf32 runs\n", 0x08048000, 52, 32
+def code(msg_addr):
+    return (b"\xb8\x04\0\0\0" b"\xbb\x01\0\0\0" + b"\xb9" + struct.pack("<I", msg_addr) +
+            b"\xba" + struct.pack("<I", len(msg)) + b"\xcd\x80" +  # write(1, msg, len)
+            b"\xb8\x01\0\0\0" b"\xbb\x03\0\0\0" b"\xcd\x80")         # exit(3)
+start = base + ehsize + phsize
+body = code(start + len(code(0))) + msg
+size = ehsize + phsize + len(body)
+eh = b"\x7fELF\x01\x01\x01" + b"\0" * 9 + struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, start, ehsize, 0, 0, ehsize, phsize, 1, 40, 0, 0)
+ph = struct.pack("<IIIIIIII", 1, 0, base, base, size, size, 5, 0x1000)
+open(sys.argv[1], "wb").write(eh + ph + body)
+EOF
+chmod +x "$D/elf32"
+hl elf32 -- "$D/elf32"
+native "$D/elf32"
+expect elf32 "exit status as without heaplens" "$NST" "$ST"
+cmp -s "$D/stdout" "$D/native.stdout" && pass "elf32: stdout as without heaplens" || fail "elf32: stdout" "differs from the program's alone"
+expect elf32 "warning line" "heaplens: $D/elf32 is a 32-bit program (this heaplens traces 64-bit programs): running it untraced" "$(head -n1 "$D/stderr")"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
