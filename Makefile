@@ -15,8 +15,8 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate
-PROGRAMS := $(BUILD)/programs/libplugin.so \
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced
+PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
@@ -55,6 +55,10 @@ $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
+# got.c alone, on the two builds of libforeign (-rdynamic: it looks up its own symbols).
+$(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -rdynamic -o $@ tests/unit/test_got.c src/agent/got.c -ldl
 $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
@@ -64,6 +68,9 @@ $(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(H
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+$(BUILD)/tests/test_heap_traced: tests/unit/test_heap_traced.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_heap_traced.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 $(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
@@ -80,6 +87,27 @@ $(BUILD)/programs/%: tests/programs/%.f90
 $(BUILD)/programs/libplugin.so: tests/programs/plugin.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -o $@ $<
+# foreign_*: executables that define malloc themselves (exported) and call libforeign, built
+# twice: bound at load under full RELRO, and bound lazily without RELRO. -fno-builtin keeps an
+# allocator's calls to itself (gcc would make calloc's malloc and memset a call to calloc).
+# foreign_static has no dynamic loader at all.
+FOREIGN_EXE_FLAGS := -O2 -g -fno-builtin -fno-omit-frame-pointer -Wno-unused-result -rdynamic -L$(BUILD)/programs -Wl,-rpath,'$$ORIGIN' -ldl
+$(BUILD)/programs/libforeign.so: tests/programs/foreign_lib.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,-z,relro,-z,now -o $@ $<
+$(BUILD)/programs/libforeign_lazy.so: tests/programs/foreign_lib.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -shared -Wl,-z,lazy,-z,norelro -o $@ $<
+$(BUILD)/programs/foreign_own_malloc: tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign.so
+	$(CC) -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign
+$(BUILD)/programs/foreign_nopie: tests/programs/foreign_nopie.c tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign_lazy.so
+	$(CC) -fno-pie -no-pie -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign_lazy
+$(BUILD)/programs/foreign_static: tests/programs/foreign_static.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -static -o $@ $<
+$(BUILD)/programs/foreign_static_pie: tests/programs/foreign_static_pie.c tests/programs/foreign_static.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -static-pie -o $@ $<
 
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done

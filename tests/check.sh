@@ -42,6 +42,9 @@ tally "$out" verdicts_real
 echo "== security (trace and output files: full disks, devices, planted links, modes)"
 out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" security
+echo "== foreign (allocators defined by the program, programs heaplens cannot load into)"
+out=$("$ROOT/tests/integration/foreign.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" foreign
 
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then

@@ -99,6 +99,8 @@ HL_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...
 HL_EXPORT void* dlopen(const char* file, int mode) {
     resolve_now();
     void* h = hl_real.dlopen(file, mode);
+    if (h)
+        real_route_new_modules(); // a foreign allocator's calls from the new modules too
     if (h && TRACING()) {
         thread_self()->busy = 1;
         writer_modules_changed();

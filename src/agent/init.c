@@ -102,6 +102,14 @@ void agent_init(void) {
         return;
     }
     thread_self()->busy = 1; // this thread's own state from here on
+    if (real_is_foreign()) {
+        // Calls inside the allocator's own module go unseen: they must find blocks laid out as
+        // the allocator made them (no guard, no header), and may release blocks the agent saw
+        // made, or hand it blocks it never saw (not a heap error then).
+        hl_opt.guard = 0;
+        hl_opt.header_min = SIZE_MAX;
+        from_start = 0;
+    }
     writer_clock_init();
     modules_self_range();
     unwind_init();
@@ -116,6 +124,7 @@ void agent_init(void) {
         return;
     }
     signals_install();
+    real_route_foreign();
     atomic_store(&hl_phase, HL_ON);
     // The trace's first records (the process, its modules) are written here, on a program
     // thread: the writer never reads the module list (see writer_modules_changed).

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
 // real.c - the allocator underneath, found with dlsym(RTLD_NEXT) so that a preloaded jemalloc,
 // tcmalloc or mimalloc is the one called. dlsym itself may allocate; those calls are served
-// from a static bump arena and replayed into the trace once the agent is up.
+// from a static bump arena and replayed into the trace once the agent is up. An allocator
+// defined ahead of the agent (in the executable) is the one underneath instead, and the calls
+// bound to it are routed to the agent (see "Foreign allocators" below).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "agent.h"
+#include "got.h"
 
 hl_real_t hl_real;
 _Atomic int hl_real_ready;
@@ -39,13 +45,15 @@ size_t bootstrap_room(const void* p) {
 }
 
 int bootstrap_owns(const void* p) {
-    return (const uint8_t*)p >= bootstrap_mem && (const uint8_t*)p < bootstrap_mem + HL_BOOTSTRAP_SIZE;
+    return (const uint8_t*)p >= bootstrap_mem &&
+           (const uint8_t*)p < bootstrap_mem + HL_BOOTSTRAP_SIZE;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Resolution.
 // ---------------------------------------------------------------------------------------------
 #define RESOLVE(field, name) *(void**)&hl_real.field = dlsym(RTLD_NEXT, name)
+static void find_foreign(void);
 
 void real_resolve(void) {
     int expected = 0;
@@ -85,5 +93,142 @@ void real_resolve(void) {
     RESOLVE(libc_single_threaded, "__libc_single_threaded");
     if (!hl_real.mmap64)
         hl_real.mmap64 = hl_real.mmap;
+    find_foreign();
     atomic_store(&hl_real_ready, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Foreign allocators. An executable that defines malloc itself (rustc links jemalloc in; many
+// servers link tcmalloc or mimalloc) comes before the agent in the search order, so the loader
+// binds every module's malloc to it and the agent's hooks are never called. Each such function
+// becomes the one underneath (the program keeps its allocator, block for block), and the
+// modules' relocation slots bound to it are pointed at the agent's hook of the same name
+// (got.c), for the modules loaded later too. The defining module's calls to its own functions
+// are direct calls, which no slot carries: they stay unseen, and the run says so.
+// ---------------------------------------------------------------------------------------------
+typedef struct foreign_fn_s {
+    const char* name;
+    void** real;   // its hl_real field
+    int allocates; // a block comes out of it (free and malloc_usable_size do not)
+} foreign_fn_t;
+
+static const foreign_fn_t foreign_fns[] = {
+    {"malloc", (void**)&hl_real.malloc, 1},
+    {"free", (void**)&hl_real.free, 0},
+    {"calloc", (void**)&hl_real.calloc, 1},
+    {"realloc", (void**)&hl_real.realloc, 1},
+    {"posix_memalign", (void**)&hl_real.posix_memalign, 1},
+    {"aligned_alloc", (void**)&hl_real.aligned_alloc, 1},
+    {"memalign", (void**)&hl_real.memalign, 1},
+    {"valloc", (void**)&hl_real.valloc, 1},
+    {"pvalloc", (void**)&hl_real.pvalloc, 1},
+    {"malloc_usable_size", (void**)&hl_real.malloc_usable_size, 0},
+};
+#define HL_FOREIGN_MAX HL_ARRAY_LEN(foreign_fns)
+
+static got_route_t foreign_routes[HL_FOREIGN_MAX];
+static int foreign_allocates[HL_FOREIGN_MAX];
+static size_t nforeign;
+static char foreign_module[256]; // the module defining them, as the warning names it
+static int foreign_is_exe;       // ... which is the executable
+static int heap_coverage_flags;  // HL_INFO_HEAP_* once routed
+
+// The defining module's name: its file name, the executable's when the loader gives none.
+static void name_module(const char* path) {
+    char exe[1024];
+    if (!path || !path[0]) {
+        long n = syscall(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+        path = exe;
+    }
+    const char* slash = strrchr(path, '/');
+    const char* base = slash ? slash + 1 : path;
+    size_t len = strlen(base);
+    if (len >= sizeof foreign_module)
+        len = sizeof foreign_module - 1;
+    memcpy(foreign_module, base, len);
+    foreign_module[len] = 0;
+}
+
+// Which allocator functions the program binds to a definition other than the agent's, and
+// the agent's own hooks for them. From inside the agent the name alone is bound to the foreign
+// definition too, so the hooks are looked up in the agent's own symbol table (got.c). Nothing
+// here may allocate: this runs inside the first call that reaches the agent, which can be the
+// foreign allocator's own start, under its lock (jemalloc's malloc_init_hard maps pages first).
+static void find_foreign(void) {
+    Dl_info self;
+    if (!dladdr((void*)&find_foreign, &self))
+        return;
+    for (size_t i = 0; i < HL_FOREIGN_MAX; i++) {
+        const foreign_fn_t* f = &foreign_fns[i];
+        void* bound = dlsym(RTLD_DEFAULT, f->name);
+        Dl_info where;
+        if (!bound || !dladdr(bound, &where) || where.dli_fbase == self.dli_fbase)
+            continue;
+        void* hook = got_own_symbol((const void*)&find_foreign, f->name);
+        if (!hook)
+            continue;
+        if (!nforeign) {
+            Dl_info exe;
+            foreign_is_exe =
+                dladdr((void*)getauxval(AT_PHDR), &exe) && exe.dli_fbase == where.dli_fbase;
+            name_module(where.dli_fname);
+        }
+        *f->real = bound;
+        foreign_allocates[nforeign] = f->allocates;
+        foreign_routes[nforeign++] = (got_route_t){.name = f->name, .from = bound, .to = hook};
+    }
+}
+
+int real_is_foreign(void) {
+    return nforeign > 0;
+}
+
+int real_heap_coverage(void) {
+    return heap_coverage_flags;
+}
+
+// The routes' names, "malloc, free, calloc": all of them, or only those with a slot that could
+// not be routed.
+static void list_names(char* out, size_t cap, int only_failed) {
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < nforeign && len + 1 < cap; i++) {
+        const got_route_t* r = &foreign_routes[i];
+        if (only_failed && !r->failed)
+            continue;
+        len += (size_t)hl_fmt(out + len, cap - len, "%s%s", len ? ", " : "", r->name);
+    }
+}
+
+void real_route_foreign(void) {
+    if (!nforeign)
+        return;
+    got_routes_install(foreign_routes, nforeign, (const void*)&real_route_foreign);
+    size_t allocating = 0, failed = 0;
+    for (size_t i = 0; i < nforeign; i++) {
+        if (foreign_allocates[i])
+            allocating += foreign_routes[i].slots;
+        failed += foreign_routes[i].failed;
+    }
+    char names[256], unrouted[256];
+    list_names(names, sizeof names, 0);
+    list_names(unrouted, sizeof unrouted, 1);
+    if (allocating == 0) {
+        heap_coverage_flags = HL_INFO_HEAP_UNTRACED;
+        hl_log("%s defines its own %s and no call to them could be routed to heaplens: the heap "
+               "is NOT traced",
+               foreign_module, names);
+        return;
+    }
+    heap_coverage_flags = HL_INFO_HEAP_PARTIAL;
+    hl_log("%s defines its own %s: calls from %s are traced, calls inside %s itself are not%s%s%s",
+           foreign_module, names, foreign_is_exe ? "shared libraries" : "other modules",
+           foreign_module, failed ? " (some calls to " : "", failed ? unrouted : "",
+           failed ? " could not be routed: their pages stay read-only)" : "");
+}
+
+// Modules loaded later bind the foreign definitions too.
+void real_route_new_modules(void) {
+    got_routes_refresh();
 }

@@ -119,8 +119,8 @@ static void emit_info(void) {
     enc_u(&enc, (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec);
     enc_u(&enc, (uint64_t)hl_opt.depth);
     enc_u(&enc, (uint64_t)hl_opt.guard);
-    enc_u(&enc,
-          (agent_is_from_start() ? HL_INFO_FROM_START : 0) | (HL_CLOCK_IS_TSC ? HL_INFO_TSC : 0));
+    enc_u(&enc, (agent_is_from_start() ? HL_INFO_FROM_START : 0) |
+                    (HL_CLOCK_IS_TSC ? HL_INFO_TSC : 0) | (uint64_t)real_heap_coverage());
     enc_bytes(&enc, exe, strlen(exe));
     enc_bytes(&enc, argv_buf, (size_t)alen);
     enc_u(&enc, (uint64_t)is_fork_child);

@@ -85,8 +85,14 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, "  \"exit\": {\"status\": %d, \"signal\": %d},\n", o->exit_status,
                 o->exit_signal);
     fprintf(out, "  \"scanned\": %s,\n", m->is_scanned ? "true" : "false");
+    // An allocator the agent could not see whole (the program's own) leaves events out too.
+    const char* heap_traced = m->info_flags & HL_INFO_HEAP_UNTRACED  ? "none"
+                              : m->info_flags & HL_INFO_HEAP_PARTIAL ? "partial"
+                                                                     : "all";
+    fprintf(out, "  \"heap_traced\": \"%s\",\n", heap_traced);
     fprintf(out, "  \"trace_complete\": %s,\n",
-            m->read.is_truncated || m->read.is_corrupt ? "false" : "true");
+            m->read.is_truncated || m->read.is_corrupt || strcmp(heap_traced, "all") ? "false"
+                                                                                     : "true");
     fprintf(out,
             "  \"totals\": {\"allocations\": %llu, \"frees\": %llu, \"bytes_allocated\": %llu, "
             "\"peak_heap_bytes\": %llu, \"peak_heap_blocks\": %llu, \"peak_time_ns\": %lld, "

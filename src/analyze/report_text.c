@@ -80,6 +80,13 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->read.is_truncated || m->read.is_corrupt)
         fprintf(out, P "trace cut short (%s): the report covers what was written\n",
                 m->read.message);
+    if (m->info_flags & HL_INFO_HEAP_UNTRACED)
+        fprintf(out, P "heap NOT traced: the program defines its own allocator and no call to it "
+                       "could be routed to heaplens\n");
+    else if (m->info_flags & HL_INFO_HEAP_PARTIAL)
+        fprintf(out, P "heap partly traced: the program defines its own allocator; calls from "
+                       "shared libraries are seen, calls inside the program itself are not (blocks "
+                       "it releases itself count as in use)\n");
 
     // Errors first, as memcheck prints them as they happen.
     for (size_t i = 0; i < m->nerrors; i++) {

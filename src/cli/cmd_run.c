@@ -59,8 +59,10 @@ static int resolve_program(const char* prog, char* out, size_t cap) {
     return err;
 }
 
-// Is it something the agent can be preloaded into? Returns NULL, or why not.
-static const char* why_untraceable(const char* path) {
+// Is it something the agent can be preloaded into? Returns NULL, or why not; *runs_untraced
+// is set when the program still runs without the agent (it has no dynamic loader to preload
+// it with, or is of the other ELF class).
+static const char* why_untraceable(const char* path, int* runs_untraced) {
     static char why[256];
     struct stat st;
     if (stat(path, &st) != 0)
@@ -80,7 +82,8 @@ static const char* why_untraceable(const char* path) {
     if (n < (ssize_t)sizeof(Elf64_Ehdr) || memcmp(buf, ELFMAG, SELFMAG) != 0)
         return "is not an ELF executable or a #! script";
     if (buf[EI_CLASS] != ELFCLASS64) {
-        snprintf(why, sizeof why, "is a 32-bit program; this heaplens traces 64-bit programs");
+        *runs_untraced = 1;
+        snprintf(why, sizeof why, "is a 32-bit program (this heaplens traces 64-bit programs)");
         return why;
     }
     const Elf64_Ehdr* eh = (const Elf64_Ehdr*)buf;
@@ -92,8 +95,19 @@ static const char* why_untraceable(const char* path) {
     for (int i = 0; i < eh->e_phnum; i++)
         if (ph[i].p_type == PT_INTERP)
             return NULL;
-    return "is statically linked: the agent can only be preloaded into dynamically linked "
-           "programs";
+    *runs_untraced = 1;
+    return "is statically linked (heaplens is loaded into dynamically linked programs only)";
+}
+
+// A program the agent cannot be loaded into still runs, as it is: heaplens becomes it (the same
+// process, descriptors, signals, exit status or death) after one line saying it is not traced.
+static int run_untraced(const char* prog, char** prog_argv, const char* why) {
+    cli_error("%s %s: running it untraced", prog, why);
+    fflush(NULL);
+    execv(prog, prog_argv);
+    int e = errno;
+    cli_error("%s: %s", prog, strerror(e));
+    return e == ENOENT ? 127 : 126;
 }
 
 static int find_agent(char* out, size_t cap) {
@@ -278,7 +292,10 @@ int cmd_run(int argc, char** argv) {
         cli_error("%s: %s", prog_argv[0], rr == -EACCES ? "permission denied" : "command not found");
         return 127;
     }
-    const char* why = why_untraceable(prog);
+    int runs_untraced = 0;
+    const char* why = why_untraceable(prog, &runs_untraced);
+    if (why && runs_untraced)
+        return run_untraced(prog, prog_argv, why);
     if (why) {
         cli_error("%s: %s", prog, why);
         return 126;

@@ -128,6 +128,11 @@ static inline int hl_rec_kind(int tag) {
 enum hl_info_flags {
     HL_INFO_FROM_START = 1, // loaded before main: every allocation is seen
     HL_INFO_TSC = 2,
+    // The program's allocator is defined ahead of the agent (in the executable): calls from
+    // other modules are routed to the agent, calls inside the defining module are not seen.
+    HL_INFO_HEAP_PARTIAL = 4,
+    // The same, and no allocating call could be routed: the trace holds no heap events.
+    HL_INFO_HEAP_UNTRACED = 8,
 };
 
 // Allocation and release functions. The family decides what may release what.

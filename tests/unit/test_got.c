@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+// test_got.c - got.c's contract on real modules, in this process, without the agent: malloc and
+// free of libforeign.so (bound at load, its GOT under full RELRO) and of libforeign_lazy.so
+// (loaded after the install, bound lazily, no RELRO) are routed to counting functions of this
+// test, libc's own slots too (strdup); the pages keep their protection; a refresh routes the
+// module loaded since; removal gives every slot back; got_own_symbol finds a module's own
+// definitions. Both libraries come from build/programs (foreign_lib.c).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/agent/got.h"
+#include "harness.h"
+
+static void* (*real_malloc)(size_t);
+static void (*real_free)(void*);
+static unsigned long mallocs, frees;
+
+// Exported (-rdynamic): got_own_symbol must find it in this executable's own table.
+__attribute__((visibility("default"), noinline)) void* counting_malloc(size_t n) {
+    mallocs++;
+    return real_malloc(n);
+}
+
+__attribute__((visibility("default"), noinline)) void counting_free(void* p) {
+    frees++;
+    real_free(p);
+}
+
+static got_route_t routes[2];
+
+typedef struct lib_s {
+    void* handle;
+    void (*work)(void);     // foreign_lib_work: 15 mallocs (strdup's in libc), 11 frees
+    void* (*alloc)(size_t); // foreign_lib_alloc: one malloc
+    void (*release)(void*); // foreign_lib_free: one free
+    char perms[16][8];      // the protections of its mappings, in address order
+    size_t nperms;
+} lib_t;
+
+static lib_t now_lib, lazy_lib;
+
+static int open_lib(lib_t* l, const char* name, int mode) {
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+    if (n <= 0)
+        return -1;
+    path[n] = 0;
+    *strrchr(path, '/') = 0;
+    strcat(path, "/../programs/");
+    strcat(path, name);
+    l->handle = dlopen(path, mode | RTLD_LOCAL);
+    if (!l->handle) {
+        fprintf(stderr, "  %s\n", dlerror());
+        return -1;
+    }
+    *(void**)&l->work = dlsym(l->handle, "foreign_lib_work");
+    *(void**)&l->alloc = dlsym(l->handle, "foreign_lib_alloc");
+    *(void**)&l->release = dlsym(l->handle, "foreign_lib_free");
+    return l->work && l->alloc && l->release ? 0 : -1;
+}
+
+// The "rwxp" of each mapping of the library's file, from /proc/self/maps; their count.
+static size_t read_perms(const char* name, char (*out)[8], size_t max) {
+    FILE* f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    size_t n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char* file = strrchr(line, '/');
+        if (!file || strncmp(file + 1, name, strlen(name)) != 0 || file[1 + strlen(name)] != '\n')
+            continue;
+        char perms[8] = {0};
+        if (sscanf(line, "%*x-%*x %7s", perms) == 1 && n < max)
+            memcpy(out[n++], perms, sizeof perms);
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int same_perms(const lib_t* l, const char* name) {
+    char now[16][8];
+    size_t n = read_perms(name, now, 16);
+    if (n != l->nperms)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(now[i], l->perms[i]) != 0)
+            return 0;
+    return 1;
+}
+
+TEST(install_routes_bound_slots_under_relro) {
+    ASSERT_TRUE(open_lib(&now_lib, "libforeign.so", RTLD_NOW) == 0);
+    now_lib.nperms = read_perms("libforeign.so", now_lib.perms, 16);
+    ASSERT_TRUE(now_lib.nperms >= 3);
+    int has_relro_page = 0;
+    for (size_t i = 0; i < now_lib.nperms; i++)
+        has_relro_page |= strcmp(now_lib.perms[i], "r--p") == 0;
+    EXPECT_TRUE(has_relro_page);
+    *(void**)&real_malloc = dlsym(RTLD_DEFAULT, "malloc");
+    *(void**)&real_free = dlsym(RTLD_DEFAULT, "free");
+    routes[0] =
+        (got_route_t){.name = "malloc", .from = (void*)real_malloc, .to = (void*)counting_malloc};
+    routes[1] = (got_route_t){.name = "free", .from = (void*)real_free, .to = (void*)counting_free};
+    long n = got_routes_install(routes, 2, (const void*)counting_malloc);
+    EXPECT_TRUE(n >= 4); // libforeign's and libc's own, at least
+    EXPECT_TRUE(routes[0].slots >= 2 && routes[1].slots >= 2);
+    EXPECT_EQ_U(routes[0].failed + routes[1].failed, 0);
+    EXPECT_TRUE(same_perms(&now_lib, "libforeign.so"));
+    unsigned long m0 = mallocs, f0 = frees;
+    now_lib.work();
+    // 10 + 1 + 3 from libforeign's GOT, strdup's from libc's; realloc and calloc are not routed
+    EXPECT_EQ_U(mallocs - m0, 15);
+    EXPECT_EQ_U(frees - f0, 11);
+    EXPECT_EQ_I(got_routes_install(routes, 2, (const void*)counting_malloc), -1);
+}
+
+TEST(refresh_routes_a_module_loaded_since_with_unbound_slots) {
+    ASSERT_TRUE(open_lib(&lazy_lib, "libforeign_lazy.so", RTLD_LAZY) == 0);
+    lazy_lib.nperms = read_perms("libforeign_lazy.so", lazy_lib.perms, 16);
+    got_routes_refresh(); // neither of its slots was called yet: both still point into its PLT
+    EXPECT_TRUE(same_perms(&lazy_lib, "libforeign_lazy.so"));
+    unsigned long m0 = mallocs, f0 = frees;
+    void* p = lazy_lib.alloc(24);
+    lazy_lib.release(p);
+    EXPECT_EQ_U(mallocs - m0, 1);
+    EXPECT_EQ_U(frees - f0, 1);
+    got_routes_refresh(); // nothing new: the same
+    p = lazy_lib.alloc(24);
+    lazy_lib.release(p);
+    EXPECT_EQ_U(mallocs - m0, 2);
+    EXPECT_EQ_U(frees - f0, 2);
+}
+
+TEST(remove_gives_every_slot_back) {
+    got_routes_remove();
+    unsigned long m0 = mallocs, f0 = frees;
+    now_lib.work();
+    void* p = lazy_lib.alloc(24);
+    lazy_lib.release(p);
+    EXPECT_EQ_U(mallocs - m0, 0);
+    EXPECT_EQ_U(frees - f0, 0);
+    EXPECT_TRUE(same_perms(&now_lib, "libforeign.so"));
+    EXPECT_TRUE(same_perms(&lazy_lib, "libforeign_lazy.so"));
+    // Installed again after a removal, it routes as before.
+    EXPECT_TRUE(got_routes_install(routes, 2, (const void*)counting_malloc) > 0);
+    p = lazy_lib.alloc(24);
+    lazy_lib.release(p);
+    EXPECT_EQ_U(mallocs - m0, 1);
+    got_routes_remove();
+}
+
+TEST(own_symbol_is_the_modules_own_definition) {
+    EXPECT_TRUE(got_own_symbol((const void*)counting_free, "counting_malloc") ==
+                (void*)counting_malloc);
+    EXPECT_TRUE(got_own_symbol((const void*)real_malloc, "malloc") == (void*)real_malloc);
+    void* work = dlsym(now_lib.handle, "foreign_lib_work");
+    EXPECT_TRUE(got_own_symbol(work, "foreign_lib_work") == work);
+    EXPECT_TRUE(got_own_symbol(work, "malloc") == NULL); // it only calls it
+    EXPECT_TRUE(got_own_symbol(work, "no_such_symbol") == NULL);
+}
+
+int main(void) {
+    RUN_TEST(install_routes_bound_slots_under_relro);
+    RUN_TEST(refresh_routes_a_module_loaded_since_with_unbound_slots);
+    RUN_TEST(remove_gives_every_slot_back);
+    RUN_TEST(own_symbol_is_the_modules_own_definition);
+    return TEST_SUMMARY();
+}
