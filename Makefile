@@ -22,7 +22,7 @@ PROGRAMS := $(BUILD)/programs/libplugin.so \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
 .PHONY: all demo check unit integration html-test acceptance bench deps help clean
-all: $(BUILD)/libheaplens.so $(BUILD)/heaplens ## build the agent and the CLI
+all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,6 +50,10 @@ $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm
+
+# Called by this name, heaplens is `heaplens memcheck` (for tools that take one executable).
+$(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
+	ln -sf heaplens $@
 
 # --- tests ------------------------------------------------------------------------------------
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)

@@ -128,6 +128,7 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
     if (s) {
         s->allocations++;
         s->bytes += size;
+        s->alloc_fn = r->fn;
     }
     site_add(m, r, r->u[2], size, stack, r->u[3]);
 }
@@ -275,6 +276,8 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         break;
     case REC_INHERIT: // alive before the trace began: part of the level, not an allocation
         site_add(m, r, r->u[4], r->u[1], r->u[2], r->u[5]);
+        if (r->u[2] < m->nstacks && !m->stacks[r->u[2]].alloc_fn)
+            m->stacks[r->u[2]].alloc_fn = r->fn;
         break;
     case REC_SCAN:
         leaks_scan(m, r);

@@ -22,6 +22,7 @@ static void usage(FILE* out) {
           "       heaplens report [options] TRACE\n"
           "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
           "       heaplens html REPORT.json [-o PAGE.html]\n"
+          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]   (heaplens memcheck --help)\n"
           "\n"
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
@@ -257,6 +258,9 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 }
 
 int main(int argc, char** argv) {
+    const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (!strcmp(self, "heaplens-memcheck"))
+        return cmd_memcheck(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -269,6 +273,8 @@ int main(int argc, char** argv) {
         return cmd_diff(argc - 1, argv + 1);
     if (!strcmp(argv[1], "html"))
         return cmd_html(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "memcheck"))
+        return cmd_memcheck(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
