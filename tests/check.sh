@@ -36,6 +36,10 @@ echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports
 
+echo "== dropin (heaplens memcheck against valgrind: XML, text, suppressions, ctest)"
+out=$("$ROOT/tests/integration/dropin.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" dropin
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"

@@ -137,6 +137,12 @@ static int stack_cmp(const vg_stack_t* a, const vg_stack_t* b) {
     return a->n < b->n ? -1 : a->n > b->n;
 }
 
+static void stack_free(vg_stack_t* s) {
+    free(s->f);
+    s->f = NULL;
+    s->n = 0;
+}
+
 // --- heap errors ------------------------------------------------------------------------------
 static int is_cxx_release(int fn) {
     return fn == HL_FN_DELETE || fn == HL_FN_DELETE_ARRAY;
@@ -180,12 +186,19 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
         break;
     case HL_ERR_OVERFLOW:
         // The write itself is not seen: the block's guard bytes were found changed when it was
-        // released, so the stack is the release's.
+        // released (the stack is the release's), or at exit (the allocation's stands first:
+        // the protocol wants a stack and there is no other).
         e->kind = "InvalidWrite";
         e->supp_kind = "Addr1";
         snprintf(e->what, sizeof e->what,
                  "Invalid write of size 1 or more, after the end of a block (its guard bytes "
-                 "were found written when it was released)");
+                 "were found written %s)",
+                 x->stack ? "when it was released" : "at exit; the stack is its allocation's");
+        if (!x->stack && x->has_block) {
+            stack_free(&e->stack);
+            if (build_stack(r, x->alloc_stack, x->alloc_fn, &e->stack) != 0)
+                return -1;
+        }
         if (x->has_block)
             snprintf(a->what, sizeof a->what,
                      "Address 0x%llx is 0 bytes after a block of size %s alloc'd",
@@ -203,14 +216,10 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
     }
     if (x->has_block && build_stack(r, x->alloc_stack, x->alloc_fn, &a->stack) != 0)
         return -1;
+    if (e->stack.n == 0) // no stack was recorded: one unknown frame, as the protocol wants one
+        e->stack.f[e->stack.n++] = (vg_frame_t){.obj = r->agent_path};
     e->naux = a->what[0] ? (int)(a - e->aux) + 1 : (int)(a - e->aux);
     return 0;
-}
-
-static void stack_free(vg_stack_t* s) {
-    free(s->f);
-    s->f = NULL;
-    s->n = 0;
 }
 
 static void err_free(vg_err_t* e) {

@@ -70,6 +70,10 @@ static int frame_matches(const vs_pattern_t* pt, const vg_frame_t* f) {
         const char* fn = f->fn ? f->fn : "???";
         if (glob_match(pt->text, fn) || (f->mangled && glob_match(pt->text, f->mangled)))
             return 1;
+        // glibc exports many functions under two names of one address (__strdup, strdup):
+        // memcheck names the public one, so files written for it say fun:strdup.
+        if (!strncmp(fn, "__", 2) && fn[2] && glob_match(pt->text, fn + 2))
+            return 1;
         return pt->demangled && f->fn && strcmp(pt->demangled, f->fn) == 0;
     }
     case VS_OBJ:
