@@ -11,6 +11,7 @@
 typedef struct cli_report_opts_s {
     const char* json_path;      // NULL: none; "-": stdout
     const char* html_path;      // NULL: none; "-": stdout
+    const char* sarif_path;     // NULL: none; "-": stdout
     const char* suppressions;
     unsigned show_kinds;
     int error_exitcode;         // 0: off
@@ -44,6 +45,9 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 // The HTML page for a loaded trace; 0, or 1 after printing one error line.
 int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
                    const char* trace);
+
+// The SARIF log for a loaded trace; 0, or 1 after printing one error line.
+int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro);
 
 // "--name=value" or "--name value" at argv[*i] (advancing *i past a separate value): the value,
 // or NULL when argv[*i] is another option; *missing (may be NULL) is set when the value is.

@@ -355,6 +355,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         cli_run_result_t res = {child_pid, root_trace, kids, nkids, exit_status, exit_signal};
         report_failed = report(report_arg, &res, &has_errors) != 0;
     } else if (o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
+               !o.report.sarif_path &&
                !o.report.error_exitcode) {
         // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
     } else {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../analyze/report_html.h"
+#include "../analyze/report_sarif.h"
 #include "cli.h"
 
 void cli_error(const char* fmt, ...) {
@@ -38,6 +39,7 @@ static void usage(FILE* out) {
           "report options (run and report):\n"
           "  --json FILE              write the machine report ('-' for stdout)\n"
           "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"
+          "  --sarif FILE             write SARIF 2.1.0 (code scanning): leak records, heap errors\n"
           "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
           "                           (default definite,indirect,possible)\n"
           "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
@@ -128,6 +130,10 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
         o->html_path = v;
         return 1;
     }
+    if ((v = cli_option_value(argc, argv, i, "--sarif", NULL))) {
+        o->sarif_path = v;
+        return 1;
+    }
     if ((v = cli_option_value(argc, argv, i, "--suppressions", NULL))) {
         o->suppressions = v;
         return 1;
@@ -171,6 +177,16 @@ int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
         status = 1;
     }
     return status;
+}
+
+int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro) {
+    FILE* f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    int failed = !f || report_sarif(f, ctx, ro, HEAPLENS_VERSION) != 0;
+    if (f && (f == stdout ? fflush(f) : fclose(f)) != 0)
+        failed = 1;
+    if (failed)
+        cli_error("%s: cannot write the SARIF report", path);
+    return failed;
 }
 
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
@@ -251,6 +267,8 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
             fclose(f);
     }
     if (o->html_path && cli_write_html(o->html_path, t.ctx, &ro, trace) != 0)
+        status = 1;
+    if (o->sarif_path && cli_write_sarif(o->sarif_path, t.ctx, &ro) != 0)
         status = 1;
     *has_errors = cli_trace_has_errors(&t);
     cli_trace_close(&t);
