@@ -336,7 +336,69 @@ suppressed fromxml "$S/from-xml.supp"
 [ -z "$(user_fns "$S/fromxml.xml")" ] && has "$TXT" "suppressed: 4 from 4" &&
     pass "the XML's <suppression><rawtext>, fed back, takes every error" || fail gen-xml "$(user_fns "$S/fromxml.xml")"
 
-# --- 4. ctest -T memcheck --------------------------------------------------------------------------
+# --- 4. SARIF ---------------------------------------------------------------------------------
+F=$WORK/sarif
+mkdir -p "$F"
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q --sarif "$F/mixed.sarif" -o "$F/mixed.hl" -- "$MIXED" >/dev/null 2>"$F/mixed.err" </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q --sarif "$F/overflow.sarif" -- "$PROGS/err_overflow" >/dev/null 2>&1 </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q -o "$F/list.hl" -- "$PROGS/reach_list" >/dev/null 2>&1 </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" report -q --sarif "$F/list.sarif" "$F/list.hl" >/dev/null 2>&1)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" report -q --summary --sarif "$F/views.sarif" "$F/mixed.hl" >/dev/null 2>&1)
+# results FILE: "ruleId@file:line" of each result, sorted; the function a result's location
+# names is on its first code flow.
+results() {
+    python3 - "$1" <<'EOF'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+out = []
+for r in run["results"]:
+    loc = r["locations"][0]
+    phys = loc["physicalLocation"]
+    flow = r["codeFlows"][0]["threadFlows"][0]["locations"]
+    names = [f["location"].get("logicalLocations", [{}])[0].get("name") for f in flow]
+    if loc["logicalLocations"][0]["name"] not in names:
+        sys.exit("the result's function is not on its code flow")
+    if run["tool"]["driver"]["rules"][r["ruleIndex"]]["id"] != r["ruleId"]:
+        sys.exit("ruleIndex does not point at ruleId")
+    out.append("%s@%s:%s" % (r["ruleId"].split("/")[1], phys["artifactLocation"]["uri"].split("/")[-1],
+                             phys.get("region", {}).get("startLine")))
+print(" ".join(sorted(out)))
+EOF
+}
+want="definitely-lost@dropin_mixed.c:11 definitely-lost@dropin_mixed.c:18 definitely-lost@dropin_mixed.c:24 double-free@dropin_mixed.c:32"
+got=$(results "$F/mixed.sarif" 2>&1)
+[ "$got" = "$want" ] && pass "sarif-run (a result per loss record and heap error, at the program's own line)" ||
+    fail sarif-run "$got"
+got=$(results "$F/views.sarif" 2>&1)
+[ "$got" = "$want" ] && pass "sarif-report (heaplens report --sarif with views, the same results)" || fail sarif-report "$got"
+got=$(results "$F/list.sarif" 2>&1)
+[ "$got" = "definitely-lost@reach_list.c:13 indirectly-lost@reach_list.c:13" ] &&
+    pass "sarif-report of a trace (definite and indirect records)" || fail sarif-report-list "$got"
+got=$(results "$F/overflow.sarif" 2>&1)
+[ "$(wc -w <<<"$got")" = 2 ] && [ "$(grep -o 'overflow@err_overflow.c' <<<"$got" | wc -l)" = 2 ] &&
+    pass "sarif-overflow (at the release, and at exit at the allocation)" || fail sarif-overflow "$got"
+
+# Microsoft's SARIF multitool, from the npm registry into a cache kept between runs.
+TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/heaplens-tests/sarif-multitool
+MT=$TOOLS/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
+if [ ! -f "$MT" ] && command -v npm >/dev/null 2>&1; then
+    mkdir -p "$TOOLS"
+    timeout -k 5 300 npm install --no-audit --no-fund --prefix "$TOOLS" @microsoft/sarif-multitool >"$WORK/npm.log" 2>&1
+fi
+if [ -f "$MT" ]; then
+    chmod u+x "$MT" # its postinstall step, which npm may not run
+    for f in mixed overflow list views; do
+        timeout -k 5 $TIMEOUT "$MT" validate "$F/$f.sarif" --output "$F/$f.validation.sarif" >"$F/$f.validation.log" 2>&1
+        st=$?
+        errs=$(python3 -c "import json,sys; print(sum(r.get('level', 'warning') == 'error' for run in json.load(open(sys.argv[1]))['runs'] for r in run.get('results', [])))" "$F/$f.validation.sarif" 2>&1)
+        [ $st = 0 ] && [ "$errs" = 0 ] && pass "sarif-multitool validate $f.sarif: no errors ($(grep -c ': warning ' "$F/$f.validation.log") warnings)" ||
+            fail "sarif-validate-$f" "status $st, errors '$errs': $(grep -m3 ': error ' "$F/$f.validation.log")"
+    done
+else
+    skip sarif-validate "the SARIF multitool could not be installed from npm ($(tail -1 "$WORK/npm.log" 2>/dev/null))"
+fi
+
+# --- 5. ctest -T memcheck --------------------------------------------------------------------------
 # defects DIR: "test:type=count ..." from CTest's DynamicAnalysis.xml, sorted
 defects() {
     python3 - "$1" <<'EOF'
