@@ -21,7 +21,7 @@ PROGRAMS := $(BUILD)/programs/libplugin.so \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
-.PHONY: all demo check unit integration html-test acceptance bench deps help clean
+.PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall
 all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
 
 help: ## list the targets
@@ -109,6 +109,31 @@ deps: ## install the Debian packages the build needs (as root, where missing)
 
 bench: all ## overhead against native and heaptrack, side by side
 	@bench/run.sh $(BUILD)
+
+# --- install ------------------------------------------------------------------------------------
+# The agent goes where heaplens looks for it beside itself: $(PREFIX)/lib/heaplens/.
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BINDIR   := $(DESTDIR)$(PREFIX)/bin
+AGENTDIR := $(DESTDIR)$(PREFIX)/lib/heaplens
+MAN1DIR  := $(DESTDIR)$(PREFIX)/share/man/man1
+COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+
+install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, man page, completion
+	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR)
+	install -m 0755 $(BUILD)/heaplens $(BINDIR)/heaplens
+	ln -sf heaplens $(BINDIR)/heaplens-memcheck
+	install -m 0755 $(BUILD)/libheaplens.so $(AGENTDIR)/libheaplens.so
+	install -m 0644 docs/heaplens.1 $(MAN1DIR)/heaplens.1
+	ln -sf heaplens.1 $(MAN1DIR)/heaplens-memcheck.1
+	install -m 0644 docs/heaplens.bash $(COMPDIR)/heaplens
+	ln -sf heaplens $(COMPDIR)/heaplens-memcheck
+
+uninstall: ## remove what make install put in $(DESTDIR)$(PREFIX)
+	rm -f $(BINDIR)/heaplens $(BINDIR)/heaplens-memcheck $(AGENTDIR)/libheaplens.so \
+	      $(MAN1DIR)/heaplens.1 $(MAN1DIR)/heaplens-memcheck.1 \
+	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck
+	-rmdir $(AGENTDIR) 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -23,7 +23,8 @@ static void usage(FILE* out) {
           "       heaplens report [options] TRACE\n"
           "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
           "       heaplens html REPORT.json [-o PAGE.html]\n"
-          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]   (heaplens memcheck --help)\n"
+          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
+          "       heaplens --version\n"
           "\n"
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
@@ -275,6 +276,21 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     return status;
 }
 
+static int is_help(const char* a) {
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+// The subcommands. Those that answer --help themselves get it; for the others this usage,
+// which has every option, is their help.
+static const struct {
+    const char* name;
+    int (*run)(int argc, char** argv);
+    int has_own_help;
+} commands[] = {
+    {"run", cmd_run, 0},   {"report", cmd_report, 0},     {"diff", cmd_diff, 1},
+    {"html", cmd_html, 0}, {"memcheck", cmd_memcheck, 1},
+};
+
 int main(int argc, char** argv) {
     const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     if (!strcmp(self, "heaplens-memcheck"))
@@ -283,18 +299,21 @@ int main(int argc, char** argv) {
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "run"))
-        return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "report"))
-        return cmd_report(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "diff"))
-        return cmd_diff(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "html"))
-        return cmd_html(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "memcheck"))
-        return cmd_memcheck(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        if (argc > 2 && is_help(argv[2]) && !commands[i].has_own_help) {
+            usage(stdout);
+            return 0;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    if (is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("heaplens %s\n", HEAPLENS_VERSION);
         return 0;
     }
     cli_error("unknown command '%s' (run, report, diff, html)", argv[1]);

@@ -439,5 +439,44 @@ else
     skip ctest "cmake or ctest is not installed"
 fi
 
+# --- 6. make install, man page, --help -------------------------------------------------------------
+I=$WORK/inst
+if make -s -C "$ROOT" BUILD="$BUILD" install DESTDIR="$I" PREFIX=/usr >"$WORK/install.log" 2>&1; then
+    pass "make install DESTDIR=... PREFIX=/usr"
+else
+    fail make-install "$(tail -3 "$WORK/install.log")"
+fi
+for f in bin/heaplens bin/heaplens-memcheck lib/heaplens/libheaplens.so share/man/man1/heaplens.1 \
+    share/bash-completion/completions/heaplens; do
+    [ -e "$I/usr/$f" ] || fail "installed-$f" "missing"
+done
+IHL=$I/usr/bin/heaplens
+if command -v man >/dev/null 2>&1; then
+    MANWIDTH=80 man -l "$I/usr/share/man/man1/heaplens.1" >"$WORK/man.txt" 2>"$WORK/man.err"
+    st=$?
+    warnings=$(groff -man -Tutf8 -ww -z "$I/usr/share/man/man1/heaplens.1" 2>&1 | head -3)
+    sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
+    [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ -z "$warnings" ] && [ "$sections" = 5 ] &&
+        pass "man -l heaplens.1 renders (a section per subcommand, no warnings)" ||
+        fail man-page "status $st, $sections sections; $(head -c 200 "$WORK/man.err") $warnings"
+else
+    skip man-page "man is not installed"
+fi
+for c in run report diff html memcheck; do
+    out=$("$IHL" $c --help 2>&1)
+    st=$?
+    [ $st = 0 ] && grep -q "^usage: " <<<"$out" && grep -q "heaplens $c " <<<"$out" && pass "heaplens $c --help" || fail "help-$c" "status $st: $(head -2 <<<"$out")"
+done
+[ "$("$IHL" --version)" = "$("$HL" --version)" ] && grep -q '^heaplens [0-9]' <<<"$("$IHL" --version)" &&
+    pass "heaplens --version ($("$IHL" --version))" || fail version "$("$IHL" --version 2>&1)"
+(cd "$T" && timeout -k 5 $TIMEOUT "$I/usr/bin/heaplens-memcheck" -q --leak-check=full "$MIXED" >/dev/null 2>"$WORK/inst-run.err" </dev/null)
+grep -q "loss record 3 of 3" "$WORK/inst-run.err" &&
+    pass "the installed heaplens-memcheck finds its agent in lib/heaplens" || fail installed-run "$(head -c 300 "$WORK/inst-run.err")"
+got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens me); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"; COMP_WORDS=(heaplens-memcheck --leak-check=f); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1)
+[ "$got" = $'memcheck\n--leak-check=full' ] && pass "bash completion (subcommands, memcheck's options)" || fail completion "$got"
+make -s -C "$ROOT" BUILD="$BUILD" uninstall DESTDIR="$I" PREFIX=/usr >/dev/null 2>&1
+left=$(find "$I" -type f -o -type l | head -3)
+[ -z "$left" ] && pass "make uninstall removes what make install put" || fail make-uninstall "left: $left"
+
 echo "$PASSED passed, $FAILED failed"
 [ $FAILED = 0 ]
