@@ -8,9 +8,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../analyze/report_valgrind.h"
@@ -21,15 +23,20 @@
 #define MC_NUM_CALLERS_MAX 500
 // The agent records at most this many frames per stack (heaplens run --depth's bound).
 #define MC_DEPTH_MAX 256
+// --log-socket and --xml-socket without a port: Valgrind's (valgrind-listener's) default.
+#define MC_SOCKET_PORT "1500"
 
 typedef struct mc_opts_s {
     vg_opts_t vg;
     int error_exitcode;
-    const char* log_file; // pattern: %p, %q{VAR}, %%
-    int log_fd;           // -1: none given
+    const char* log_file;   // pattern: %p, %q{VAR}, %%
+    int log_fd;             // -1: none given
+    const char* log_socket; // HOST[:PORT]
+    int log_append;         // a child's report after its parent's, in the same file
     int is_xml;
     const char* xml_file;
     int xml_fd;
+    const char* xml_socket;
     int trace_children;
     const char* keep_trace; // --heaplens-output: the trace is kept there
     const char* trace_dir;  // else the traces' private directory, removed once reported
@@ -52,7 +59,8 @@ static void usage(FILE* out) {
           "  --error-exitcode=N             exit N when errors were found (0: off)\n"
           "  --log-file=FILE                the report to FILE (%p pid, %q{VAR} environment, %%)\n"
           "  --log-fd=N                     the report to descriptor N (default 2)\n"
-          "  --xml=yes --xml-file=FILE      XML protocol 4 to FILE (or --xml-fd=N)\n"
+          "  --xml=yes --xml-file=FILE      XML protocol 4 to FILE (or --xml-fd=N,\n"
+          "                                 --xml-socket=HOST:PORT; --log-socket likewise)\n"
           "  --suppressions=FILE            Valgrind-format suppressions (repeatable)\n"
           "  --gen-suppressions=all         print a suppression for each error\n"
           "  --num-callers=N                frames per stack (default 12)\n"
@@ -180,6 +188,10 @@ static int parse_option(mc_opts_t* o, int argc, char** argv, int* i) {
         if (!*v)
             goto bad;
         o->xml_file = v;
+    } else if (!strcmp(name, "--log-socket") || !strcmp(name, "--xml-socket")) {
+        if (!*v)
+            goto bad;
+        *(name[2] == 'l' ? &o->log_socket : &o->xml_socket) = v;
     } else if (!strcmp(name, "--xml-fd")) {
         if (parse_num(v, 0, INT_MAX, &n) != 0)
             goto bad;
@@ -271,14 +283,48 @@ static int expand_log_name(const char* pat, long pid, char* out, size_t cap) {
     return 0;
 }
 
-// A stream for a destination: a file named by a pattern, or a descriptor (duplicated, so that
-// closing the stream leaves it open). NULL after one error line.
-static FILE* open_destination(const char* pattern, int fd, long pid, const char* what) {
+// A TCP connection to HOST[:PORT] (IDEs listen so for memcheck's XML). -1 after one error line.
+static int connect_socket(const char* spec, const char* what) {
+    char host[256];
+    const char* colon = strrchr(spec, ':');
+    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - spec) : (int)strlen(spec), spec);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, colon ? colon + 1 : MC_SOCKET_PORT, &hints, &res);
+    if (rc != 0) {
+        cli_error("%s socket %s: %s", what, spec, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        cli_error("%s socket %s: %s", what, spec, strerror(err ? err : errno));
+    return fd;
+}
+
+// A stream for a destination: a file named by a pattern, a socket, or a descriptor (duplicated,
+// so that closing the stream leaves it open). NULL after one error line.
+static FILE* open_destination(const char* pattern, const char* sock, int fd, long pid,
+                              const char* what, int append) {
+    if (sock) {
+        int s = connect_socket(sock, what);
+        FILE* f = s >= 0 ? fdopen(s, "w") : NULL;
+        if (s >= 0 && !f)
+            close(s);
+        return f;
+    }
     if (pattern) {
         char path[PATH_MAX];
         if (expand_log_name(pattern, pid, path, sizeof path) != 0)
             return NULL;
-        FILE* f = fopen(path, "w");
+        FILE* f = fopen(path, append ? "a" : "w");
         if (!f)
             cli_error("%s %s: %s", what, path, strerror(errno));
         return f;
@@ -309,9 +355,10 @@ static int report_process(mc_opts_t* o, const char* trace, long pid, uint64_t* e
         status = 1;
     }
     // With --xml=yes, memcheck writes no text unless a log destination is named.
-    int wants_text = !o->is_xml || o->log_file || o->log_fd >= 0;
+    int wants_text = !o->is_xml || o->log_file || o->log_fd >= 0 || o->log_socket;
     if (r && wants_text) {
-        FILE* f = open_destination(o->log_file, o->log_fd >= 0 ? o->log_fd : 2, pid, "log");
+        FILE* f = open_destination(o->log_file, o->log_socket, o->log_fd >= 0 ? o->log_fd : 2, pid,
+                                   "log", o->log_append);
         if (f) {
             vg_report_text(f, r);
             if (fclose(f) != 0)
@@ -321,7 +368,7 @@ static int report_process(mc_opts_t* o, const char* trace, long pid, uint64_t* e
         }
     }
     if (r && o->is_xml) {
-        FILE* f = open_destination(o->xml_file, o->xml_fd, pid, "XML");
+        FILE* f = open_destination(o->xml_file, o->xml_socket, o->xml_fd, pid, "XML", 0);
         if (f) {
             vg_report_xml(f, r);
             if (fclose(f) != 0)
@@ -359,18 +406,18 @@ static int report_run(void* arg, const cli_run_result_t* res, int* has_errors) {
     o->vg.exit_status = res->exit_status;
     o->vg.exit_signal = res->exit_signal;
     int status = report_process(o, res->trace, res->pid, &errors);
-    // Children share a log file only when its name has no %p; their XML is not mixed in
-    // (memcheck's XML is one process's), unless the XML file's name has a %p.
-    int log_per_pid = o->log_file && strstr(o->log_file, "%p");
+    // Children's text follows the parent's in a log file whose name has no %p; their XML goes
+    // only to files of their own (an XML document is one process's).
+    int has_log = o->log_file || o->log_fd >= 0 || o->log_socket;
     int xml_per_pid = o->xml_file && strstr(o->xml_file, "%p");
     for (size_t i = 0; o->trace_children && i < res->nchildren; i++) {
         mc_opts_t child = *o;
-        if (o->log_file && !log_per_pid)
-            child.log_file = NULL, child.log_fd = -1, child.is_xml = 0; // not over the parent's
-        if (o->is_xml && !xml_per_pid)
+        child.log_append = o->log_file && !strstr(o->log_file, "%p");
+        if (o->is_xml && !xml_per_pid) {
+            if (!has_log)
+                continue; // nowhere to write
             child.is_xml = 0;
-        if (!child.is_xml && o->is_xml && !o->log_file && o->log_fd < 0)
-            continue; // nowhere to write
+        }
         child.vg.exit_status = -1;
         child.vg.exit_signal = 0;
         status |= report_process(&child, res->children[i].trace, res->children[i].pid, &errors);
@@ -413,8 +460,9 @@ int cmd_memcheck(int argc, char** argv) {
         vsupp_free(o.supp);
         return 1;
     }
-    if (o.is_xml && !o.xml_file && o.xml_fd < 0) {
-        cli_error("memcheck: --xml=yes needs a destination: --xml-file=FILE or --xml-fd=N");
+    if (o.is_xml && !o.xml_file && o.xml_fd < 0 && !o.xml_socket) {
+        cli_error("memcheck: --xml=yes needs a destination: --xml-file=FILE, --xml-fd=N or "
+                  "--xml-socket=HOST:PORT");
         vsupp_free(o.supp);
         return 1;
     }

@@ -195,6 +195,27 @@ timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --log-fd=7 "$MIXED" 7>"$T
 has "$T/fd7.txt" "ERROR SUMMARY: 4 errors" && ! has "$T/fd7.err" "ERROR SUMMARY" &&
     pass "log-fd (the report on descriptor 7)" || fail log-fd "$(head -c 300 "$T/fd7.err")"
 
+# --xml-socket, as Qt Creator and KDevelop listen for memcheck's XML
+rm -f "$T/port"
+timeout 200 python3 - "$T/port" "$T/socket.xml" <<'EOF' &
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); s.settimeout(180)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+c, _ = s.accept(); data = b""
+while True:
+    b = c.recv(65536)
+    if not b: break
+    data += b
+open(sys.argv[2], "wb").write(data)
+EOF
+listener=$!
+for i in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.2; done
+mc socket --leak-check=full --xml=yes "--xml-socket=127.0.0.1:$(cat "$T/port" 2>/dev/null)"
+wait $listener
+got=$(python3 "$VGXML" summary "$T/socket.xml" 2>&1 | grep -c '"kind"')
+[ "$got" = 4 ] && [ ! -s "$T/socket.err" ] && pass "xml-socket (the XML over TCP to a listener: 4 errors)" ||
+    fail xml-socket "$got errors; $(head -c 300 "$T/socket.err")"
+
 timeout -k 5 $TIMEOUT "$HLM" --leak-check=full "$MIXED" >/dev/null 2>"$T/argv0.err" </dev/null
 has "$T/argv0.err" "ERROR SUMMARY: 4 errors from 4 contexts" && pass "heaplens-memcheck (the binary by that name is heaplens memcheck)" ||
     fail heaplens-memcheck "$(head -c 300 "$T/argv0.err")"
