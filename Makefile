@@ -21,8 +21,8 @@ PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUI
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
-.PHONY: all demo check unit integration html-test acceptance bench deps help clean
-all: $(BUILD)/libheaplens.so $(BUILD)/heaplens ## build the agent and the CLI
+.PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall
+all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,6 +50,10 @@ $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm
+
+# Called by this name, heaplens is `heaplens memcheck` (for tools that take one executable).
+$(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
+	ln -sf heaplens $@
 
 # --- tests ------------------------------------------------------------------------------------
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
@@ -133,6 +137,31 @@ deps: ## install the Debian packages the build needs (as root, where missing)
 
 bench: all ## overhead against native and heaptrack, side by side
 	@bench/run.sh $(BUILD)
+
+# --- install ------------------------------------------------------------------------------------
+# The agent goes where heaplens looks for it beside itself: $(PREFIX)/lib/heaplens/.
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BINDIR   := $(DESTDIR)$(PREFIX)/bin
+AGENTDIR := $(DESTDIR)$(PREFIX)/lib/heaplens
+MAN1DIR  := $(DESTDIR)$(PREFIX)/share/man/man1
+COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+
+install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, man page, completion
+	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR)
+	install -m 0755 $(BUILD)/heaplens $(BINDIR)/heaplens
+	ln -sf heaplens $(BINDIR)/heaplens-memcheck
+	install -m 0755 $(BUILD)/libheaplens.so $(AGENTDIR)/libheaplens.so
+	install -m 0644 docs/heaplens.1 $(MAN1DIR)/heaplens.1
+	ln -sf heaplens.1 $(MAN1DIR)/heaplens-memcheck.1
+	install -m 0644 docs/heaplens.bash $(COMPDIR)/heaplens
+	ln -sf heaplens $(COMPDIR)/heaplens-memcheck
+
+uninstall: ## remove what make install put in $(DESTDIR)$(PREFIX)
+	rm -f $(BINDIR)/heaplens $(BINDIR)/heaplens-memcheck $(AGENTDIR)/libheaplens.so \
+	      $(MAN1DIR)/heaplens.1 $(MAN1DIR)/heaplens-memcheck.1 \
+	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck
+	-rmdir $(AGENTDIR) 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

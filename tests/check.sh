@@ -45,6 +45,9 @@ tally "$out" security
 echo "== foreign (allocators defined by the program, programs heaplens cannot load into)"
 out=$("$ROOT/tests/integration/foreign.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" foreign
+echo "== dropin (heaplens memcheck against valgrind: XML, text, suppressions, ctest)"
+out=$("$ROOT/tests/integration/dropin.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" dropin
 
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then

@@ -168,6 +168,7 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
     if (s) {
         s->allocations++;
         s->bytes += size;
+        s->alloc_fn = r->fn;
     }
     site_add(m, r, r->u[2], size, stack, r->u[3]);
 }
@@ -312,7 +313,12 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         on_error(m, r);
         break;
     case REC_INHERIT: // alive before the trace began: part of the level, not an allocation
-        site_add(m, r, r->u[4], r->u[1], model_stack_ref(m, r->u[2]), r->u[5]);
+        {
+            uint32_t stack = model_stack_ref(m, r->u[2]);
+            site_add(m, r, r->u[4], r->u[1], stack, r->u[5]);
+            if (stack < m->nstacks && !m->stacks[stack].alloc_fn)
+                m->stacks[stack].alloc_fn = r->fn;
+        }
         break;
     case REC_SCAN:
         leaks_scan(m, r);

@@ -52,6 +52,7 @@ typedef struct md_stack_s {
     uint64_t allocations; // ALLOC records naming this stack
     uint64_t bytes;
     uint64_t live_blocks, live_bytes; // at the end (from its sites, once loaded)
+    int alloc_fn; // HL_FN_* its allocations called (the stack starts at the call), 0: none
 } md_stack_t;
 
 // An allocation site (format.h): blocks of one size from one stack, which the trace does not

@@ -6,9 +6,12 @@
 
 #include "../analyze/report.h"
 
+#define HEAPLENS_VERSION "0.9.0"
+
 typedef struct cli_report_opts_s {
     const char* json_path;      // NULL: none; "-": stdout
     const char* html_path;      // NULL: none; "-": stdout
+    const char* sarif_path;     // NULL: none; "-": stdout
     const char* suppressions;
     unsigned show_kinds;
     int error_exitcode;         // 0: off
@@ -48,11 +51,41 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
                    const char* trace);
 
+// The SARIF log for a loaded trace; 0, or 1 after printing one error line.
+int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro);
+
 // "--name=value" or "--name value" at argv[*i] (advancing *i past a separate value): the value,
 // or NULL when argv[*i] is another option; *missing (may be NULL) is set when the value is.
 const char* cli_option_value(int argc, char** argv, int* i, const char* name, int* missing);
 
+// heaplens run's settings (cmd_run.c); heaplens memcheck fills them in from Valgrind's options.
+typedef struct cli_run_opts_s {
+    const char* output;
+    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks;
+    cli_report_opts_t report;
+} cli_run_opts_t;
+
+// What a traced run left for its report: the program's pid and trace, its children's, and how it
+// ended (exit_status -1 when it was killed, by exit_signal).
+typedef struct cli_run_result_s {
+    long pid;
+    const char* trace;
+    const report_child_t* children;
+    size_t nchildren;
+    int exit_status, exit_signal;
+} cli_run_result_t;
+
+// Reports on a finished run: 0, or 1 after printing one error line. *has_errors says whether
+// o.report.error_exitcode applies.
+typedef int (*cli_run_report_fn)(void* arg, const cli_run_result_t* r, int* has_errors);
+
+// Runs prog_argv (NULL-terminated) with the agent preloaded, waits for it, reports with report
+// (NULL: heaplens run's report), and returns the status heaplens ends with: the program's, or
+// o.report.error_exitcode. A program killed by a signal kills heaplens by the same signal.
+int cli_run_traced(cli_run_opts_t o, char** prog_argv, cli_run_report_fn report, void* report_arg);
+
 int cmd_run(int argc, char** argv);
+int cmd_memcheck(int argc, char** argv); // cmd_memcheck.c: Valgrind's command line and reports
 int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c
 int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json

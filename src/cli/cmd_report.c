@@ -259,6 +259,8 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
     }
     if (o->html_path && cli_write_html(o->html_path, ctx, &ro, trace) != 0)
         status = 1;
+    if (o->sarif_path && cli_write_sarif(o->sarif_path, ctx, &ro) != 0)
+        status = 1;
     status |= write_file(w->collapsed, "collapsed stacks", do_collapsed, ctx, &a, w);
     status |= write_file(w->flamegraph, "flame graph", do_flamegraph, ctx, &a, w);
     status |= write_file(w->pprof, "pprof profile", do_pprof, ctx, &a, w);

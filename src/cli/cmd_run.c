@@ -18,11 +18,7 @@
 #include "cli.h"
 #include "rundir.h"
 
-typedef struct run_opts_s {
-    const char* output;
-    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks;
-    cli_report_opts_t report;
-} run_opts_t;
+typedef cli_run_opts_t run_opts_t;
 
 static int parse_int(const char* s, int lo, int hi, int* out) {
     char* end;
@@ -285,7 +281,10 @@ int cmd_run(int argc, char** argv) {
         cli_error("run: which program? usage: heaplens run [options] -- PROGRAM [ARGS...]");
         return 2;
     }
-    char** prog_argv = argv + i;
+    return cli_run_traced(o, argv + i, NULL, NULL);
+}
+
+int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, void* report_arg) {
     char prog[PATH_MAX];
     int rr = resolve_program(prog_argv[0], prog, sizeof prog);
     if (rr != 0) {
@@ -445,7 +444,11 @@ int cmd_run(int argc, char** argv) {
         cli_error("%s wrote no trace (set-user-ID programs ignore LD_PRELOAD; the agent may have "
                   "failed to start)", prog);
         report_failed = 1;
+    } else if (report) {
+        cli_run_result_t res = {child_pid, root_trace, kids, nkids, exit_status, exit_signal};
+        report_failed = report(report_arg, &res, &has_errors) != 0;
     } else if (o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
+               !o.report.sarif_path &&
                !o.report.error_exitcode) {
         // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
     } else {

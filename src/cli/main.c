@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../analyze/report_html.h"
+#include "../analyze/report_sarif.h"
 #include "cli.h"
 #include "outfile.h"
 
@@ -23,6 +24,8 @@ static void usage(FILE* out) {
           "       heaplens report [options] TRACE\n"
           "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
           "       heaplens html REPORT.json [-o PAGE.html]\n"
+          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
+          "       heaplens --version\n"
           "\n"
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
@@ -38,6 +41,7 @@ static void usage(FILE* out) {
           "report options (run and report):\n"
           "  --json FILE              write the machine report ('-' for stdout)\n"
           "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"
+          "  --sarif FILE             write SARIF 2.1.0 (code scanning): leak records, heap errors\n"
           "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
           "                           (default definite,indirect,possible)\n"
           "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
@@ -128,6 +132,10 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
         o->html_path = v;
         return 1;
     }
+    if ((v = cli_option_value(argc, argv, i, "--sarif", NULL))) {
+        o->sarif_path = v;
+        return 1;
+    }
     if ((v = cli_option_value(argc, argv, i, "--suppressions", NULL))) {
         o->suppressions = v;
         return 1;
@@ -182,6 +190,21 @@ int cli_trace_is_corrupt(const char* trace, const model_t* m) {
         return 0;
     cli_error("%s: corrupt trace: %s", trace, m->read.message);
     return 1;
+}
+
+int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro) {
+    char err[512] = "cannot open for writing";
+    FILE* f = outfile_fopen(path, err, sizeof err);
+    if (!f) {
+        cli_error("%s: cannot write the SARIF report: %s", path, err);
+        return 1;
+    }
+    int failed = report_sarif(f, ctx, ro, HEAPLENS_VERSION) != 0;
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0)
+        failed = 1;
+    if (failed)
+        cli_error("%s: cannot write the SARIF report", path);
+    return failed;
 }
 
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
@@ -267,26 +290,51 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     }
     if (o->html_path && cli_write_html(o->html_path, t.ctx, &ro, trace) != 0)
         status = 1;
+    if (o->sarif_path && cli_write_sarif(o->sarif_path, t.ctx, &ro) != 0)
+        status = 1;
     *has_errors = cli_trace_has_errors(&t);
     cli_trace_close(&t);
     return status;
 }
 
+static int is_help(const char* a) {
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+// The subcommands. Those that answer --help themselves get it; for the others this usage,
+// which has every option, is their help.
+static const struct {
+    const char* name;
+    int (*run)(int argc, char** argv);
+    int has_own_help;
+} commands[] = {
+    {"run", cmd_run, 0},   {"report", cmd_report, 0},     {"diff", cmd_diff, 1},
+    {"html", cmd_html, 0}, {"memcheck", cmd_memcheck, 1},
+};
+
 int main(int argc, char** argv) {
+    const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (!strcmp(self, "heaplens-memcheck"))
+        return cmd_memcheck(argc, argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "run"))
-        return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "report"))
-        return cmd_report(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "diff"))
-        return cmd_diff(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "html"))
-        return cmd_html(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        if (argc > 2 && is_help(argv[2]) && !commands[i].has_own_help) {
+            usage(stdout);
+            return 0;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    if (is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("heaplens %s\n", HEAPLENS_VERSION);
         return 0;
     }
     cli_error("unknown command '%s' (run, report, diff, html)", argv[1]);

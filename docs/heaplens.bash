@@ -1,0 +1,58 @@
+# bash completion for heaplens(1) and heaplens-memcheck; installed by `make install` into
+# bash-completion's directory.
+_heaplens() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    local cmd=${COMP_WORDS[1]}
+    [[ ${COMP_WORDS[0]##*/} == heaplens-memcheck ]] && cmd=memcheck
+    if [[ $COMP_CWORD -eq 1 && $cmd != memcheck ]]; then
+        COMPREPLY=($(compgen -W "run report diff html memcheck --help --version" -- "$cur"))
+        return
+    fi
+    # after the program (run: after --; memcheck: the first word that is no option) complete
+    # as for that command
+    local i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ $cmd == run && ${COMP_WORDS[i]} == -- ]]; then
+            _command_offset $((i + 1)) 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur"))
+            return
+        fi
+    done
+    case $prev in
+    -o | --output | --json | --html | --sarif | --suppressions | --collapsed | --flamegraph | \
+        --pprof | --massif | --sysroot)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    --sort)
+        COMPREPLY=($(compgen -W "allocations bytes peak leaked temporary live" -- "$cur"))
+        return
+        ;;
+    --metric)
+        COMPREPLY=($(compgen -W "allocations bytes peak leaked temporary" -- "$cur"))
+        return
+        ;;
+    esac
+    local report="--json --html --sarif --show-leak-kinds= --suppressions= --error-exitcode=
+        --sysroot -q --quiet --help"
+    local words
+    case $cmd in
+    run) words="-o --output -d --depth --guard= --sample-interval= --no-follow --no-scan
+        --no-release-stacks $report --" ;;
+    report) words="$report --summary --top --sort --histogram --timeline --threads --from --to
+        --filter --buckets --collapsed --metric --flamegraph --pprof --massif" ;;
+    diff) words="--json --html --sort -n --sysroot -q --quiet --help" ;;
+    html) words="-o --output --help" ;;
+    memcheck) words="--leak-check=no --leak-check=summary --leak-check=full --show-leak-kinds=
+        --errors-for-leak-kinds= --show-reachable=yes --error-exitcode= --log-file= --log-fd=
+        --xml=yes --xml-file= --xml-fd= --suppressions= --gen-suppressions=all --num-callers=
+        --trace-children=yes --trace-children=no --heaplens-output= -q -v -s --help --version" ;;
+    esac
+    if [[ $cur == -* ]]; then
+        compopt -o nospace 2>/dev/null
+        COMPREPLY=($(compgen -W "$words" -- "$cur"))
+        [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} != *= ]] && compopt +o nospace 2>/dev/null
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}
+complete -F _heaplens heaplens heaplens-memcheck

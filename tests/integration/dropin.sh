@@ -1,0 +1,503 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# dropin.sh BUILD_DIR - heaplens memcheck where Valgrind's memcheck was: its XML (protocol 4)
+# against memcheck's own on the acceptance programs and some of tests/programs (one reader,
+# vgxml.py, for both), its text and options, Valgrind-format suppressions, and a CMake project's
+# `ctest -T memcheck` with heaplens as MEMORYCHECK_COMMAND against the same with valgrind.
+# One line per check: "PASS name", "FAIL name: reason" or "SKIP name: why"; the last line is
+# "N passed, N failed"; exit status 1 when anything failed. Comparisons with memcheck are skipped
+# where valgrind is not installed, the CMake checks where cmake is not.
+set -u
+
+BUILD=$(cd "${1:-build}" && pwd) || { echo "dropin.sh: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
+HL=$BUILD/heaplens
+HLM=$BUILD/heaplens-memcheck
+PROGS=$BUILD/programs
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VGXML=$HERE/vgxml.py
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-dropin.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+PASSED=0
+FAILED=0
+TIMEOUT=120 # seconds per command: memcheck takes a few on the largest program
+ulimit -c 0 2>/dev/null
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+skip() { echo "SKIP $1: $2"; }
+HAVE_VG=0
+command -v valgrind >/dev/null 2>&1 && HAVE_VG=1
+
+# memcheck's options for the comparisons. heaplens does not run glibc's and libstdc++'s exit-time
+# cleanup (an LD_PRELOAD agent cannot), so memcheck is told not to either: the blocks those
+# would free stay still reachable in both.
+MC_OPTS=(-q --leak-check=full --show-leak-kinds=all --num-callers=30)
+VG_ONLY=(--run-libc-freeres=no --run-cxx-freeres=no)
+
+# --- 1. XML against memcheck's ------------------------------------------------------------------
+ACC=$ROOT/../shared/acceptance
+CASES=()
+if [ -f "$ACC/Makefile" ]; then
+    if make -s -C "$ACC" BUILD="$WORK/acc" all >"$WORK/acc-build.log" 2>&1; then
+        for p in "$WORK"/acc/c*; do
+            # memcheck 3.19 cannot run pvalloc (the acceptance README says so).
+            [ -x "$p" ] && [ "$(basename "$p")" != c28_pvalloc ] && CASES+=("$p")
+        done
+    else
+        fail acceptance-build "$(tail -3 "$WORK/acc-build.log" | tr '\n' ' ')"
+    fi
+else
+    skip acceptance "../shared/acceptance not present: tests/programs only"
+fi
+# err_overflow is checked apart below: memcheck sees the write, heaplens the guard bytes after.
+for p in dropin_mixed err_double_free err_mismatch err_free_interior err_free_stack \
+    err_realloc_freed reach_list reach_cycle reach_interior reach_global cxx_new_delete; do
+    CASES+=("$PROGS/$p")
+done
+
+# xml_of PREFIX: the file of the process the others descend from, of PREFIX.*.xml
+xml_of() { python3 "$VGXML" root "$1".*.xml 2>/dev/null; }
+
+for p in "${CASES[@]}"; do
+    c=$(basename "$p")
+    d=$WORK/xml/$c
+    mkdir -p "$d"
+    (cd "$d" && timeout -k 5 $TIMEOUT "$HL" memcheck "${MC_OPTS[@]}" --xml=yes \
+        --xml-file="$d/hl.%p.xml" "$p" >/dev/null 2>"$d/hl.err" </dev/null)
+    hx=$(xml_of "$d/hl")
+    if [ -z "$hx" ]; then
+        fail "xml-$c" "heaplens wrote no readable XML ($(head -c 300 "$d/hl.err"))"
+        continue
+    fi
+    if [ $HAVE_VG = 0 ]; then
+        python3 "$VGXML" summary "$hx" >/dev/null && pass "xml-$c parses" || fail "xml-$c" "unreadable"
+        continue
+    fi
+    (cd "$d" && timeout -k 5 $TIMEOUT valgrind "${MC_OPTS[@]}" "${VG_ONLY[@]}" --xml=yes \
+        --xml-file="$d/vg.%p.xml" "$p" >/dev/null 2>&1 </dev/null)
+    vx=$(xml_of "$d/vg")
+    if [ -z "$vx" ]; then
+        fail "xml-$c" "memcheck wrote no readable XML"
+        continue
+    fi
+    out=$(python3 "$VGXML" compare "xml-$c" "$vx" "$hx" 2>&1)
+    echo "$out"
+    PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
+    FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
+done
+[ $HAVE_VG = 0 ] && skip xml-vs-memcheck "valgrind is not installed"
+
+# Writes past a block: memcheck's InvalidWrite is at the write; heaplens finds the guard bytes
+# changed at the release (its stack) or at exit (the allocation's stack then).
+d=$WORK/xml/err_overflow
+mkdir -p "$d"
+timeout -k 5 $TIMEOUT "$HL" memcheck -q --xml=yes --xml-file="$d/hl.xml" "$PROGS/err_overflow" >/dev/null 2>&1 </dev/null
+got=$(python3 - "$d/hl.xml" "$VGXML" <<'EOF' 2>&1
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("vgxml", sys.argv[2]); v = importlib.util.module_from_spec(spec); spec.loader.exec_module(v)
+print(" ".join(sorted("%s:%s" % (e["kind"], v.top_functions(e["stack"])[1]) for e in v.read(sys.argv[1])["errors"])))
+EOF
+)
+[ "$got" = "InvalidWrite:overflow_kept InvalidWrite:release_overflowed" ] &&
+    pass "xml-err_overflow (InvalidWrite at the release, and at exit with the allocation's stack)" ||
+    fail xml-err_overflow "$got"
+
+# --- 2. the command line and the text ---------------------------------------------------------
+MIXED=$PROGS/dropin_mixed
+T=$WORK/text
+mkdir -p "$T"
+cd "$T" || exit 1
+
+# mc NAME [memcheck options...] : heaplens memcheck on dropin_mixed; stdout in $T/NAME.out,
+# stderr in $T/NAME.err, exit status in ST.
+mc() {
+    local name=$1
+    shift
+    timeout -k 5 $TIMEOUT "$HL" memcheck "$@" "$MIXED" >"$T/$name.out" 2>"$T/$name.err" </dev/null
+    ST=$?
+}
+has() { grep -q -- "$2" "$1"; }
+
+mc default
+if [ $ST = 3 ] && has "$T/default.out" "dropin_mixed done" &&
+    has "$T/default.err" "LEAK SUMMARY:" && has "$T/default.err" "definitely lost: 256 bytes in 5 blocks" &&
+    has "$T/default.err" "Rerun with --leak-check=full to see details of leaked memory" &&
+    ! has "$T/default.err" "in loss record" &&
+    has "$T/default.err" "ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)"; then
+    pass "text-default (summary leak check, the program's output and exit status 3)"
+else
+    fail text-default "status $ST; $(head -c 400 "$T/default.err")"
+fi
+
+mc full --leak-check=full
+pid=$(sed -n 's/^==\([0-9]*\)== .*/\1/p' "$T/full.err" | head -1)
+if [ $ST = 3 ] && [ -n "$pid" ] && ! grep -v "^==$pid== " "$T/full.err" | grep -q . &&
+    has "$T/full.err" "==$pid== 100 bytes in 1 blocks are definitely lost in loss record 2 of 3" &&
+    has "$T/full.err" "==$pid==    by 0x[0-9A-F]*: leak_alpha (dropin_mixed.c:11)" &&
+    has "$T/full.err" "==$pid== 144 bytes in 3 blocks are definitely lost in loss record 3 of 3" &&
+    has "$T/full.err" "==$pid==    at 0x[0-9A-F]*: calloc (in .*libheaplens.so)" &&
+    has "$T/full.err" "==$pid== Invalid free() / delete / delete\[\] / realloc()" &&
+    has "$T/full.err" "==$pid== HEAP SUMMARY:" &&
+    has "$T/full.err" "==$pid== ERROR SUMMARY: 4 errors from 4 contexts (suppressed: 0 from 0)"; then
+    pass "text-full (==PID== on every line, loss records with their stacks, summaries)"
+else
+    fail text-full "status $ST; $(head -c 600 "$T/full.err")"
+fi
+if [ $HAVE_VG = 1 ]; then
+    timeout -k 5 $TIMEOUT valgrind --leak-check=full "$MIXED" >/dev/null 2>"$T/vg-full.err" </dev/null
+    want=$(grep -o "ERROR SUMMARY: .*" "$T/vg-full.err")
+    got=$(grep -o "ERROR SUMMARY: .*" "$T/full.err")
+    [ -n "$want" ] && [ "$want" = "$got" ] && pass "text-error-summary as memcheck's ($got)" ||
+        fail text-error-summary "memcheck '$want', heaplens '$got'"
+    want=$(grep -oE "(definitely|indirectly|possibly) lost: .*" "$T/vg-full.err")
+    got=$(grep -oE "(definitely|indirectly|possibly) lost: .*" "$T/full.err")
+    [ -n "$want" ] && [ "$want" = "$got" ] && pass "text-leak-summary as memcheck's" ||
+        fail text-leak-summary "memcheck '$want', heaplens '$got'"
+else
+    skip text-vs-memcheck "valgrind is not installed"
+fi
+
+mc quiet -q --leak-check=full
+if has "$T/quiet.err" "in loss record" && ! has "$T/quiet.err" "HEAP SUMMARY" && ! has "$T/quiet.err" "ERROR SUMMARY"; then
+    pass "text-quiet (-q: errors and loss records only)"
+else
+    fail text-quiet "$(head -c 300 "$T/quiet.err")"
+fi
+
+mc nocheck --leak-check=no
+has "$T/nocheck.err" "For a detailed leak analysis, rerun with: --leak-check=full" && ! has "$T/nocheck.err" "LEAK SUMMARY" &&
+    pass "text-leak-check-no" || fail text-leak-check-no "$(head -c 300 "$T/nocheck.err")"
+
+mc callers --leak-check=full --num-callers=2
+if ! awk '/in loss record 2 of 3/{n=0; f=1; next} f && /   (at|by) /{n++} f && /== $/{print n; exit}' "$T/callers.err" | grep -qx 2; then
+    fail text-num-callers "$(grep -A4 'loss record 2 of 3' "$T/callers.err")"
+else
+    pass "text-num-callers (--num-callers=2: two frames, the allocator's and leak_alpha)"
+fi
+
+mc exitcode --leak-check=full --error-exitcode=42
+[ $ST = 42 ] && pass "error-exitcode (42 when errors were found)" || fail error-exitcode "status $ST"
+timeout -k 5 $TIMEOUT "$HL" memcheck --error-exitcode=42 "$PROGS/exit_return" >/dev/null 2>&1 </dev/null
+st=$?
+want=$("$PROGS/exit_return" >/dev/null 2>&1; echo $?)
+[ $st = "$want" ] && pass "error-exitcode not taken without errors (status $st as the program's)" ||
+    fail error-exitcode-clean "status $st, the program's $want"
+
+FOO=qval mc logfile --leak-check=full "--log-file=$T/log.%p.%q{FOO}.txt"
+pid=$(ls "$T" | sed -n 's/^log\.\([0-9]*\)\.qval\.txt$/\1/p')
+if [ -n "$pid" ] && has "$T/log.$pid.qval.txt" "==$pid== ERROR SUMMARY: 4 errors" && ! has "$T/logfile.err" "ERROR SUMMARY"; then
+    pass "log-file (%p is the program's pid, %q{FOO} the environment's FOO)"
+else
+    fail log-file "$(ls "$T"); $(head -c 300 "$T/logfile.err")"
+fi
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --log-fd=7 "$MIXED" 7>"$T/fd7.txt" >/dev/null 2>"$T/fd7.err" </dev/null
+has "$T/fd7.txt" "ERROR SUMMARY: 4 errors" && ! has "$T/fd7.err" "ERROR SUMMARY" &&
+    pass "log-fd (the report on descriptor 7)" || fail log-fd "$(head -c 300 "$T/fd7.err")"
+
+# --xml-socket, as Qt Creator and KDevelop listen for memcheck's XML
+rm -f "$T/port"
+timeout 200 python3 - "$T/port" "$T/socket.xml" <<'EOF' &
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); s.settimeout(180)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+c, _ = s.accept(); data = b""
+while True:
+    b = c.recv(65536)
+    if not b: break
+    data += b
+open(sys.argv[2], "wb").write(data)
+EOF
+listener=$!
+for i in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.2; done
+mc socket --leak-check=full --xml=yes "--xml-socket=127.0.0.1:$(cat "$T/port" 2>/dev/null)"
+wait $listener
+got=$(python3 "$VGXML" summary "$T/socket.xml" 2>&1 | grep -c '"kind"')
+[ "$got" = 4 ] && [ ! -s "$T/socket.err" ] && pass "xml-socket (the XML over TCP to a listener: 4 errors)" ||
+    fail xml-socket "$got errors; $(head -c 300 "$T/socket.err")"
+
+timeout -k 5 $TIMEOUT "$HLM" --leak-check=full "$MIXED" >/dev/null 2>"$T/argv0.err" </dev/null
+has "$T/argv0.err" "ERROR SUMMARY: 4 errors from 4 contexts" && pass "heaplens-memcheck (the binary by that name is heaplens memcheck)" ||
+    fail heaplens-memcheck "$(head -c 300 "$T/argv0.err")"
+
+mc unknown --track-origins=yes --vgdb=no --leak-check=full
+if [ $ST = 3 ] && [ "$(grep -c '^heaplens: memcheck: .*has no effect' "$T/unknown.err")" = 2 ] && has "$T/unknown.err" "ERROR SUMMARY: 4 errors"; then
+    pass "other valgrind options (one note each, never a failure)"
+else
+    fail other-options "status $ST; $(head -c 300 "$T/unknown.err")"
+fi
+
+mc noxmldest --xml=yes
+[ $ST = 1 ] && [ "$(wc -l <"$T/noxmldest.err")" = 1 ] && has "$T/noxmldest.err" "needs a destination" &&
+    pass "--xml=yes without a destination: one line, status 1" || fail xml-no-destination "status $ST; $(cat "$T/noxmldest.err")"
+timeout -k 5 $TIMEOUT "$HL" memcheck "$WORK/no-such-program" >/dev/null 2>"$T/noprog.err" </dev/null
+st=$?
+[ $st = 127 ] && [ "$(wc -l <"$T/noprog.err")" = 1 ] && pass "missing program: one line, status 127" ||
+    fail missing-program "status $st; $(cat "$T/noprog.err")"
+timeout -k 5 $TIMEOUT "$HL" memcheck --help >"$T/help.out" 2>&1
+[ $? = 0 ] && has "$T/help.out" "--suppressions=FILE" && pass "memcheck --help" || fail memcheck-help "$(head -3 "$T/help.out")"
+left=$(find /tmp -maxdepth 1 -name 'heaplens-memcheck-*' -newer "$T/default.out" 2>/dev/null | wc -l)
+[ "$left" = 0 ] && pass "traces removed after the report" || fail traces-left "$left directories left in /tmp"
+
+# --- 3. suppressions in Valgrind's format ------------------------------------------------------
+S=$WORK/supp
+mkdir -p "$S"
+# suppressed NAME FILE : runs with FILE; sets XML (the digest of the XML, JSON) and TXT.
+suppressed() {
+    timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --suppressions="$2" --xml=yes \
+        --xml-file="$S/$1.xml" --log-file="$S/$1.txt" "$MIXED" >/dev/null 2>"$S/$1.err" </dev/null
+    TXT=$S/$1.txt
+}
+# user functions (the program's innermost) of the errors in an XML file, sorted
+user_fns() {
+    python3 - "$1" "$VGXML" <<'EOF'
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("vgxml", sys.argv[2]); v = importlib.util.module_from_spec(spec); spec.loader.exec_module(v)
+print(" ".join(sorted(v.top_functions(e["stack"])[1] for e in v.read(sys.argv[1])["errors"])))
+EOF
+}
+supp_count() { python3 "$VGXML" summary "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)['suppcounts'].get('$2', 0))"; }
+ALL="free_twice leak_alpha leak_beta strdup"
+
+cat >"$S/fun.supp" <<'EOF'
+# a leak in leak_alpha, named with both wildcards
+{
+   alpha-by-fun
+   Memcheck:Leak
+   match-leak-kinds: definite,possible
+   fun:mal?oc
+   fun:leak_al*
+}
+EOF
+suppressed fun "$S/fun.supp"
+if [ "$(user_fns "$S/fun.xml")" = "free_twice leak_beta strdup" ] && [ "$(supp_count "$S/fun.xml" alpha-by-fun)" = 1 ] &&
+    has "$TXT" "suppressed: 100 bytes in 1 blocks" && has "$TXT" "ERROR SUMMARY: 3 errors from 3 contexts (suppressed: 1 from 1)"; then
+    pass "suppress by fun: with * and ? (leak_alpha's 100 bytes, nothing else)"
+else
+    fail supp-fun "$(user_fns "$S/fun.xml"); $(grep suppressed "$TXT")"
+fi
+
+cat >"$S/obj.supp" <<'EOF'
+{
+   libc-by-obj
+   Memcheck:Leak
+   fun:malloc
+   obj:*/libc.so*
+}
+EOF
+suppressed obj "$S/obj.supp"
+[ "$(user_fns "$S/obj.xml")" = "free_twice leak_alpha leak_beta" ] && has "$TXT" "suppressed: 12 bytes in 1 blocks" &&
+    pass "suppress by obj: with * (strdup's block, allocated inside libc)" || fail supp-obj "$(user_fns "$S/obj.xml")"
+
+cat >"$S/dots.supp" <<'EOF'
+{
+   beta-anywhere
+   Memcheck:Leak
+   ...
+   fun:leak_beta
+}
+{
+   reachable-only
+   Memcheck:Leak
+   match-leak-kinds: reachable
+   ...
+   fun:leak_alpha
+}
+{
+   double-free
+   Memcheck:Free
+   fun:free
+   fun:free_twice
+}
+{
+   for-another-tool
+   Helgrind:Race
+   fun:*
+}
+EOF
+suppressed dots "$S/dots.supp"
+[ "$(user_fns "$S/dots.xml")" = "leak_alpha strdup" ] && [ "$(supp_count "$S/dots.xml" double-free)" = 1 ] &&
+    [ "$(supp_count "$S/dots.xml" reachable-only)" = 0 ] &&
+    pass "suppress with ... frames, Memcheck:Free, match-leak-kinds (a reachable-only entry leaves a definite leak)" ||
+    fail supp-dots "$(user_fns "$S/dots.xml")"
+
+printf '{\n   broken\n   Memcheck:Leak\n   fun:malloc\n' >"$S/bad.supp"
+suppressed bad "$S/bad.supp"
+[ "$(wc -l <"$S/bad.err")" = 1 ] && has "$S/bad.err" "bad.supp:4: the suppression 'broken' has no closing }" &&
+    pass "a broken suppression file: one line naming the file and line" || fail supp-bad "$(cat "$S/bad.err")"
+
+# --gen-suppressions=all, fed back: all of them suppress every error; each alone exactly its own.
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --gen-suppressions=all --log-file="$S/gen.txt" "$MIXED" >/dev/null 2>&1 </dev/null
+awk '/^\{/{n++; print > ("'"$S"'/gen." n ".supp"); f=1; next} f{print > ("'"$S"'/gen." n ".supp")} /^\}/{f=0}' "$S/gen.txt"
+ngen=$(ls "$S"/gen.*.supp 2>/dev/null | wc -l)
+cat "$S"/gen.*.supp >"$S/gen-all.supp" 2>/dev/null
+suppressed genall "$S/gen-all.supp"
+if [ "$ngen" = 4 ] && [ -z "$(user_fns "$S/genall.xml")" ] &&
+    has "$TXT" "ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 4 from 4)"; then
+    pass "gen-suppressions=all fed back: its 4 suppressions take all 4 errors"
+else
+    fail gen-all "$ngen printed; left: $(user_fns "$S/genall.xml"); $(grep 'ERROR SUMMARY' "$TXT")"
+fi
+for k in $(seq 1 "$ngen"); do
+    fn=$(sed -n 's/^   fun:\(free_twice\|leak_alpha\|leak_beta\|__strdup\|strdup\)$/\1/p' "$S/gen.$k.supp" | head -1)
+    fn=${fn#__}
+    suppressed "gen$k" "$S/gen.$k.supp"
+    want=$(tr ' ' '\n' <<<"$ALL" | grep -vx "$fn" | tr '\n' ' ' | sed 's/ $//')
+    got=$(user_fns "$S/gen$k.xml")
+    [ -n "$fn" ] && [ "$got" = "$want" ] && pass "generated suppression $k alone takes exactly its error ($fn)" ||
+        fail "gen-$k" "it names '$fn'; left: '$got', wanted '$want'"
+done
+timeout -k 5 $TIMEOUT "$HL" memcheck -q --leak-check=full --gen-suppressions=all --xml=yes --xml-file="$S/genxml.xml" "$MIXED" >/dev/null 2>&1 </dev/null
+python3 - "$S/genxml.xml" "$VGXML" "$S/from-xml.supp" <<'EOF'
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("vgxml", sys.argv[2]); v = importlib.util.module_from_spec(spec); spec.loader.exec_module(v)
+open(sys.argv[3], "w").write("\n".join(e["suppression"] for e in v.read(sys.argv[1])["errors"]) + "\n")
+EOF
+suppressed fromxml "$S/from-xml.supp"
+[ -z "$(user_fns "$S/fromxml.xml")" ] && has "$TXT" "suppressed: 4 from 4" &&
+    pass "the XML's <suppression><rawtext>, fed back, takes every error" || fail gen-xml "$(user_fns "$S/fromxml.xml")"
+
+# --- 4. SARIF ---------------------------------------------------------------------------------
+F=$WORK/sarif
+mkdir -p "$F"
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q --sarif "$F/mixed.sarif" -o "$F/mixed.hl" -- "$MIXED" >/dev/null 2>"$F/mixed.err" </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q --sarif "$F/overflow.sarif" -- "$PROGS/err_overflow" >/dev/null 2>&1 </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" run -q -o "$F/list.hl" -- "$PROGS/reach_list" >/dev/null 2>&1 </dev/null)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" report -q --sarif "$F/list.sarif" "$F/list.hl" >/dev/null 2>&1)
+(cd "$F" && timeout -k 5 $TIMEOUT "$HL" report -q --summary --sarif "$F/views.sarif" "$F/mixed.hl" >/dev/null 2>&1)
+# results FILE: "ruleId@file:line" of each result, sorted; the function a result's location
+# names is on its first code flow.
+results() {
+    python3 - "$1" <<'EOF'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+out = []
+for r in run["results"]:
+    loc = r["locations"][0]
+    phys = loc["physicalLocation"]
+    flow = r["codeFlows"][0]["threadFlows"][0]["locations"]
+    names = [f["location"].get("logicalLocations", [{}])[0].get("name") for f in flow]
+    if loc["logicalLocations"][0]["name"] not in names:
+        sys.exit("the result's function is not on its code flow")
+    if run["tool"]["driver"]["rules"][r["ruleIndex"]]["id"] != r["ruleId"]:
+        sys.exit("ruleIndex does not point at ruleId")
+    out.append("%s@%s:%s" % (r["ruleId"].split("/")[1], phys["artifactLocation"]["uri"].split("/")[-1],
+                             phys.get("region", {}).get("startLine")))
+print(" ".join(sorted(out)))
+EOF
+}
+want="definitely-lost@dropin_mixed.c:11 definitely-lost@dropin_mixed.c:18 definitely-lost@dropin_mixed.c:24 double-free@dropin_mixed.c:32"
+got=$(results "$F/mixed.sarif" 2>&1)
+[ "$got" = "$want" ] && pass "sarif-run (a result per loss record and heap error, at the program's own line)" ||
+    fail sarif-run "$got"
+got=$(results "$F/views.sarif" 2>&1)
+[ "$got" = "$want" ] && pass "sarif-report (heaplens report --sarif with views, the same results)" || fail sarif-report "$got"
+got=$(results "$F/list.sarif" 2>&1)
+[ "$got" = "definitely-lost@reach_list.c:13 indirectly-lost@reach_list.c:13" ] &&
+    pass "sarif-report of a trace (definite and indirect records)" || fail sarif-report-list "$got"
+got=$(results "$F/overflow.sarif" 2>&1)
+[ "$(wc -w <<<"$got")" = 2 ] && [ "$(grep -o 'overflow@err_overflow.c' <<<"$got" | wc -l)" = 2 ] &&
+    pass "sarif-overflow (at the release, and at exit at the allocation)" || fail sarif-overflow "$got"
+
+# Microsoft's SARIF multitool, from the npm registry into a cache kept between runs.
+TOOLS=${XDG_CACHE_HOME:-$HOME/.cache}/heaplens-tests/sarif-multitool
+MT=$TOOLS/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
+if [ ! -f "$MT" ] && command -v npm >/dev/null 2>&1; then
+    mkdir -p "$TOOLS"
+    timeout -k 5 300 npm install --no-audit --no-fund --prefix "$TOOLS" @microsoft/sarif-multitool >"$WORK/npm.log" 2>&1
+fi
+if [ -f "$MT" ]; then
+    chmod u+x "$MT" # its postinstall step, which npm may not run
+    for f in mixed overflow list views; do
+        timeout -k 5 $TIMEOUT "$MT" validate "$F/$f.sarif" --output "$F/$f.validation.sarif" >"$F/$f.validation.log" 2>&1
+        st=$?
+        errs=$(python3 -c "import json,sys; print(sum(r.get('level', 'warning') == 'error' for run in json.load(open(sys.argv[1]))['runs'] for r in run.get('results', [])))" "$F/$f.validation.sarif" 2>&1)
+        [ $st = 0 ] && [ "$errs" = 0 ] && pass "sarif-multitool validate $f.sarif: no errors ($(grep -c ': warning ' "$F/$f.validation.log") warnings)" ||
+            fail "sarif-validate-$f" "status $st, errors '$errs': $(grep -m3 ': error ' "$F/$f.validation.log")"
+    done
+else
+    skip sarif-validate "the SARIF multitool could not be installed from npm ($(tail -1 "$WORK/npm.log" 2>/dev/null))"
+fi
+
+# --- 5. ctest -T memcheck --------------------------------------------------------------------------
+# defects DIR: "test:type=count ..." from CTest's DynamicAnalysis.xml, sorted
+defects() {
+    python3 - "$1" <<'EOF'
+import glob, sys, xml.etree.ElementTree as ET
+files = glob.glob(sys.argv[1] + "/Testing/*/DynamicAnalysis.xml")
+if not files:
+    sys.exit("no DynamicAnalysis.xml")
+out = []
+for t in ET.parse(files[0]).getroot().iter("Test"):
+    name = t.findtext("Name")
+    for d in t.iter("Defect"):
+        if d.get("type"):
+            out.append("%s:%s=%s" % (name, d.get("type"), d.text))
+print(" ".join(sorted(out)))
+EOF
+}
+# memcheck_project DIR COMMAND: configure and build tests/cmake_memcheck, then ctest -T memcheck
+memcheck_project() {
+    mkdir -p "$1"
+    (cd "$1" && cmake -S "$ROOT/tests/cmake_memcheck" -B . -DMEMORYCHECK_COMMAND="$2" \
+        -DMEMORYCHECK_TYPE=Valgrind && make && timeout -k 5 300 ctest -T memcheck) >"$1.log" 2>&1
+}
+if command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
+    want="erring:FIM=2 leaky:Memory Leak=2 leaky:Potential Memory Leak=1"
+    memcheck_project "$WORK/cmake-hl" "$HLM"
+    got=$(defects "$WORK/cmake-hl" 2>&1)
+    [ "$got" = "$want" ] && pass "ctest -T memcheck with heaplens-memcheck: $got" ||
+        fail ctest-heaplens "got '$got', wanted '$want' (log: $(tail -5 "$WORK/cmake-hl.log" | tr '\n' ' '))"
+    if [ $HAVE_VG = 1 ]; then
+        memcheck_project "$WORK/cmake-vg" "$(command -v valgrind)"
+        vg=$(defects "$WORK/cmake-vg" 2>&1)
+        [ "$vg" = "$got" ] && pass "ctest -T memcheck: the same defects per test as with valgrind" ||
+            fail ctest-vs-valgrind "valgrind '$vg', heaplens '$got'"
+    else
+        skip ctest-vs-valgrind "valgrind is not installed"
+    fi
+else
+    skip ctest "cmake or ctest is not installed"
+fi
+
+# --- 6. make install, man page, --help -------------------------------------------------------------
+I=$WORK/inst
+if make -s -C "$ROOT" BUILD="$BUILD" install DESTDIR="$I" PREFIX=/usr >"$WORK/install.log" 2>&1; then
+    pass "make install DESTDIR=... PREFIX=/usr"
+else
+    fail make-install "$(tail -3 "$WORK/install.log")"
+fi
+for f in bin/heaplens bin/heaplens-memcheck lib/heaplens/libheaplens.so share/man/man1/heaplens.1 \
+    share/bash-completion/completions/heaplens; do
+    [ -e "$I/usr/$f" ] || fail "installed-$f" "missing"
+done
+IHL=$I/usr/bin/heaplens
+if command -v man >/dev/null 2>&1; then
+    MANWIDTH=80 man -l "$I/usr/share/man/man1/heaplens.1" >"$WORK/man.txt" 2>"$WORK/man.err"
+    st=$?
+    warnings=$(groff -man -Tutf8 -ww -z "$I/usr/share/man/man1/heaplens.1" 2>&1 | head -3)
+    sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
+    [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ -z "$warnings" ] && [ "$sections" = 5 ] &&
+        pass "man -l heaplens.1 renders (a section per subcommand, no warnings)" ||
+        fail man-page "status $st, $sections sections; $(head -c 200 "$WORK/man.err") $warnings"
+else
+    skip man-page "man is not installed"
+fi
+for c in run report diff html memcheck; do
+    out=$("$IHL" $c --help 2>&1)
+    st=$?
+    [ $st = 0 ] && grep -q "^usage: " <<<"$out" && grep -q "heaplens $c " <<<"$out" && pass "heaplens $c --help" || fail "help-$c" "status $st: $(head -2 <<<"$out")"
+done
+[ "$("$IHL" --version)" = "$("$HL" --version)" ] && grep -q '^heaplens [0-9]' <<<"$("$IHL" --version)" &&
+    pass "heaplens --version ($("$IHL" --version))" || fail version "$("$IHL" --version 2>&1)"
+(cd "$T" && timeout -k 5 $TIMEOUT "$I/usr/bin/heaplens-memcheck" -q --leak-check=full "$MIXED" >/dev/null 2>"$WORK/inst-run.err" </dev/null)
+grep -q "loss record 3 of 3" "$WORK/inst-run.err" &&
+    pass "the installed heaplens-memcheck finds its agent in lib/heaplens" || fail installed-run "$(head -c 300 "$WORK/inst-run.err")"
+got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens me); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"; COMP_WORDS=(heaplens-memcheck --leak-check=f); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1)
+[ "$got" = $'memcheck\n--leak-check=full' ] && pass "bash completion (subcommands, memcheck's options)" || fail completion "$got"
+make -s -C "$ROOT" BUILD="$BUILD" uninstall DESTDIR="$I" PREFIX=/usr >/dev/null 2>&1
+left=$(find "$I" -type f -o -type l | head -3)
+[ -z "$left" ] && pass "make uninstall removes what make install put" || fail make-uninstall "left: $left"
+
+echo "$PASSED passed, $FAILED failed"
+[ $FAILED = 0 ]
