@@ -74,6 +74,8 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, "  \"exit\": {\"status\": %d, \"signal\": %d},\n", o->exit_status,
                 o->exit_signal);
     fprintf(out, "  \"scanned\": %s,\n", m->is_scanned ? "true" : "false");
+    if (m->is_scan_short)
+        fputs("  \"scan_failed\": \"no memory\",\n", out);
     fprintf(out, "  \"trace_complete\": %s,\n",
             m->read.is_truncated || m->read.is_corrupt ? "false" : "true");
     fprintf(out,
