@@ -74,6 +74,7 @@ typedef struct hl_thread_s {
     int park_pending; // a stop-the-world request arrived while busy
     hl_ring_t* ring;
     uintptr_t last_alloc; // this thread's latest allocation while it lives (0: freed, none)
+    uintptr_t in_flight;  // a block recorded and not yet handed to the program (a scan's root)
     uint32_t untimed;     // events since the last one with a time (while single-threaded)
     uint32_t index;       // thread index, 1-based, never reused within a trace
     int tid;
@@ -243,6 +244,20 @@ uint32_t stack_count(void);                                   // ids are 1..stac
 void stacks_init(void);
 void stacks_lock(void); // around fork: no node is being made
 void stacks_unlock(void);
+// The frame of the program under the agent's own (and, with HL_FRAME_PAST_LIBC, under libc's
+// and the loader's; with HL_FRAME_PAST_SIGNAL, the one a signal interrupted, past the handler):
+// its stack pointer and the callee-saved registers as that frame has them. 0, or -1 when the
+// walk found no such frame (out then holds the outermost frame reached, is_program 0).
+#define HL_FRAME_REGS 12
+enum { HL_FRAME_PAST_LIBC = 1, HL_FRAME_PAST_SIGNAL = 2 };
+typedef struct hl_frame_s {
+    uintptr_t sp, ip;
+    uintptr_t regs[HL_FRAME_REGS];
+    int nregs;
+    int is_signal;  // interrupted by a signal: it may use the red zone below sp
+    int is_program; // the frame sought (not merely the last one reached)
+} hl_frame_t;
+int unwind_program_frame(int flags, hl_frame_t* out);
 uint32_t stack_capture(hl_thread_t* t);         // unwind + intern, for the current call on thread t
 uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its own reuse cache)
 void unwind_init(void);
@@ -403,11 +418,22 @@ void modules_own_range(uintptr_t* lo, uintptr_t* hi);
 // scan.c / classify.c: reachability.
 // ---------------------------------------------------------------------------------------------
 struct ucontext_t;
+// A thread's own roots: its stack from lo up (its mapping's end), and its registers.
+#define HL_THREAD_REGS 32
+typedef struct hl_thread_roots_s {
+    uintptr_t sp; // tells which mapping is its stack
+    uintptr_t lo;
+    int nregs;
+    uintptr_t regs[HL_THREAD_REGS];
+} hl_thread_roots_t;
+// Before the world stops (it may take locks): the calling thread's roots, from the frame of the
+// program under the agent's and the exit path's (uc: the context a fatal signal interrupted).
+void scan_prepare(hl_thread_roots_t* self, const struct ucontext_t* uc);
 int scan_stop_world(void); // 1 when every other thread parked with its registers
 void scan_resume_world(void);
-// Classify every live block and encode SCAN + VERDICT records. The world is stopped; self_uc
-// holds the calling thread's registers (its stack is scanned from their stack pointer).
-int scan_run_with(hl_enc_t* enc, const struct ucontext_t* self_uc, int all_stopped);
+// Classify every live block and encode SCAN + VERDICT records (a SCAN saying HL_SCAN_NO_MEMORY
+// when the scan cannot get its memory). The world is stopped; self from scan_prepare.
+int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped);
 void scan_park_self(void); // called when park_pending was set while busy
 void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
 

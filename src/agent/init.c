@@ -153,22 +153,15 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
         return;
     int was_busy = thread_self()->busy;
     thread_self()->busy = 1;
-    ucontext_t here;
-    if (!uc) {
-        // getcontext writes the registers but not the XMM slots of __fpregs_mem nor most of
-        // uc_sigmask: left alone, those bytes keep what a returned function of the program left
-        // on the stack (tar's pointer to its rebuilt argv), and the scan of this frame would
-        // take it for a root.
-        memset(&here, 0, sizeof here);
-        getcontext(&here); // the caller's registers, as roots
-        uc = &here;
-    }
+    hl_thread_roots_t self; // this thread's roots, found before any thread is stopped
+    if (hl_opt.scan_at_exit)
+        scan_prepare(&self, uc);
     writer_lock();
     int all_stopped = hl_opt.scan_at_exit ? scan_stop_world() : 0;
     hl_enc_t* enc = writer_encoder_locked();
     error_check_guards_at_exit();
     if (hl_opt.scan_at_exit)
-        scan_run_with(enc, uc, all_stopped);
+        scan_run_with(enc, &self, all_stopped);
     writer_end_locked(how, value);
     atomic_store(&hl_phase, HL_DONE);
     writer_unlock();

@@ -50,6 +50,7 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
     }
     if (!(how & HL_AS_HEADED))
         live_prefetch((uintptr_t)p);
+    t->in_flight = (uintptr_t)p;
     uint32_t stack = stack_capture(t);
     hl_block_t b = {
         .addr = (uintptr_t)p,
@@ -69,6 +70,7 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
     push_event(t, EV_ALLOC, fn, size, stack, 0);
     if (hl_unlikely(t->park_pending))
         scan_park_self();
+    t->in_flight = 0;
 }
 
 // An allocation made while the agent itself was running (its own libraries' nested calls):

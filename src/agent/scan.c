@@ -6,11 +6,11 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
-#include <link.h>
-#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -21,6 +21,74 @@
 #include "encode.h"
 
 // ---------------------------------------------------------------------------------------------
+// A thread's own roots: its stack from the program's frame up, and its registers
+// ---------------------------------------------------------------------------------------------
+// memcheck's allocator and exit path run on stacks of their own, so the program's stack never
+// holds their copies of pointers. The agent's run on the program's: below the frame the program
+// called it from (or, at exit, below the frame that called exit) lie dead frames full of stale
+// copies of pointers the program no longer holds. A thread's stack is scanned from that frame
+// up, with the registers that frame has (the callee-saved ones, restored through every frame
+// below it); a thread a signal stopped in the program's own code has it all in the signal's
+// context.
+#if defined(__x86_64__)
+#define HL_RED_ZONE 128 // the SysV ABI lets a leaf function use 128 bytes below its stack pointer
+#else
+#define HL_RED_ZONE 0
+#endif
+
+static uintptr_t context_ip(const ucontext_t* uc) {
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static void roots_from_context(hl_thread_roots_t* r, const ucontext_t* uc) {
+    r->nregs = 0;
+#if defined(__x86_64__)
+    r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    for (int i = 0; i < NGREG && r->nregs < HL_THREAD_REGS; i++)
+        r->regs[r->nregs++] = (uintptr_t)uc->uc_mcontext.gregs[i];
+#elif defined(__aarch64__)
+    r->sp = (uintptr_t)uc->uc_mcontext.sp;
+    for (int i = 0; i < 31 && r->nregs < HL_THREAD_REGS; i++)
+        r->regs[r->nregs++] = (uintptr_t)uc->uc_mcontext.regs[i];
+#else
+    r->sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+    r->lo = r->sp - HL_RED_ZONE;
+}
+
+// Where unwinding fails: this very frame, as before the fix (stale copies may then count).
+static HL_COLD HL_NOINLINE void roots_from_here(hl_thread_roots_t* r) {
+    ucontext_t uc;
+    memset(&uc, 0, sizeof uc); // getcontext leaves the XMM slots unwritten: no stale bytes
+    if (getcontext(&uc) == 0)
+        roots_from_context(r, &uc);
+    else
+        *r = (hl_thread_roots_t){.sp = (uintptr_t)&uc, .lo = (uintptr_t)&uc};
+}
+
+// The program's frame under this call (flags: unwind_program_frame's). A walk that got past the
+// agent but found no such frame stops at the outermost frame it reached: the stack above that
+// is the program's too.
+static int roots_from_frame(hl_thread_roots_t* r, int flags) {
+    hl_frame_t f;
+    if (unwind_program_frame(flags, &f) != 0 && (!f.sp || !f.ip || modules_own_text(f.ip)))
+        return -1;
+    r->sp = f.sp;
+    r->lo = f.is_signal ? f.sp - HL_RED_ZONE : f.sp;
+    r->nregs = 0;
+    for (int i = 0; i < f.nregs && r->nregs < HL_THREAD_REGS; i++)
+        r->regs[r->nregs++] = f.regs[i];
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Stopping the world
 // ---------------------------------------------------------------------------------------------
 #define HL_MAX_PARKED 8192
@@ -28,8 +96,7 @@
 typedef struct parked_s {
     int tid;
     _Atomic int is_parked;
-    uintptr_t sp;
-    uintptr_t regs[32];
+    hl_thread_roots_t roots;
 } parked_t;
 
 static parked_t* parked;
@@ -38,23 +105,15 @@ static _Atomic int parked_count;
 static _Atomic int resume_flag;
 static int park_signal;
 
-static void park_with(const ucontext_t* uc) {
+static parked_t* own_slot(void) {
     int tid = os_gettid();
-    parked_t* slot = NULL;
     for (int i = 0; i < nparked; i++)
         if (parked[i].tid == tid)
-            slot = &parked[i];
-    if (!slot || atomic_load(&slot->is_parked))
-        return;
-#if defined(__x86_64__)
-    slot->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    for (int i = 0; i < NGREG && i < 32; i++)
-        slot->regs[i] = (uintptr_t)uc->uc_mcontext.gregs[i];
-#elif defined(__aarch64__)
-    slot->sp = (uintptr_t)uc->uc_mcontext.sp;
-    for (int i = 0; i < 31 && i < 32; i++)
-        slot->regs[i] = (uintptr_t)uc->uc_mcontext.regs[i];
-#endif
+            return atomic_load(&parked[i].is_parked) ? NULL : &parked[i];
+    return NULL;
+}
+
+static void park(parked_t* slot) {
     atomic_store(&slot->is_parked, 1);
     atomic_fetch_add(&parked_count, 1);
     os_futex_wake(&parked_count, 1);
@@ -65,31 +124,53 @@ static void park_with(const ucontext_t* uc) {
 static void on_park(int sig, siginfo_t* si, void* ucv) {
     (void)sig, (void)si;
     int saved = errno;
-    if (thread_self()->busy)
+    if (thread_self()->busy) {
         thread_self()->park_pending = 1; // inside the agent: park where its tables are consistent
-    else
-        park_with(ucv);
+    } else {
+        parked_t* slot = own_slot();
+        if (slot) {
+            roots_from_context(&slot->roots, ucv);
+            park(slot);
+        }
+    }
     errno = saved;
 }
 
+// A thread asked to park while inside the agent parks here, at a point where the agent's tables
+// are consistent, deep in the agent's frames: its roots are the program's frame under them, and
+// the block it is handing back to the program (live, not yet in any of the program's places).
 void scan_park_self(void) {
-    thread_self()->park_pending = 0;
-    ucontext_t uc;
-    getcontext(&uc);
-    park_with(&uc);
+    hl_thread_t* t = thread_self();
+    t->park_pending = 0;
+    parked_t* slot = own_slot();
+    if (!slot)
+        return;
+    hl_thread_roots_t* r = &slot->roots;
+    if (roots_from_frame(r, 0) != 0)
+        roots_from_here(r);
+    if (t->in_flight && r->nregs < HL_THREAD_REGS)
+        r->regs[r->nregs++] = t->in_flight;
+    park(slot);
 }
 
+// The whole of a /proc file into *buf (agent memory, grown as needed and kept for the next
+// call), zero-terminated. Its length, or -1 when it cannot be read or memory runs out.
+#define HL_PROC_FIRST (64u << 10) // a typical /proc/self/maps needs less
+#define HL_PROC_READ 4096         // the kernel hands /proc files out a page at a time
 static long read_all(const char* path, char** buf, size_t* cap) {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     size_t len = 0;
+    long rc = 0;
     for (;;) {
-        if (len + 65536 > *cap) {
-            size_t ncap = *cap ? *cap * 2 : (1u << 20);
+        if (!*buf || len + HL_PROC_READ + 1 > *cap) {
+            size_t ncap = *cap ? *cap * 2 : HL_PROC_FIRST;
             char* fresh = os_map(ncap);
-            if (!fresh)
+            if (!fresh) {
+                rc = -1;
                 break;
+            }
             if (*buf) {
                 memcpy(fresh, *buf, len);
                 os_unmap(*buf, *cap);
@@ -98,56 +179,79 @@ static long read_all(const char* path, char** buf, size_t* cap) {
             *cap = ncap;
         }
         long n = syscall(SYS_read, fd, *buf + len, *cap - len - 1);
-        if (n <= 0)
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
             break;
+        }
         len += (size_t)n;
     }
     close(fd);
+    if (rc < 0)
+        return -1;
     (*buf)[len] = 0;
     return (long)len;
 }
 
+// Every thread of the process but this one and the agent's writer, into parked[] (when given).
+// Returns how many there are.
+static int list_other_threads(int self_tid, parked_t* out, int max) {
+    int fd =
+        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char dents[4096];
+    int writer = writer_thread_id(), n = 0;
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, dents, sizeof dents);
+        if (got <= 0)
+            break;
+        for (long off = 0; off < got;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            int tid = 0;
+            for (const char* c = d->d_name; *c >= '0' && *c <= '9'; c++)
+                tid = tid * 10 + (*c - '0');
+            if (tid <= 0 || tid == self_tid || tid == writer)
+                continue;
+            if (out && n < max) {
+                out[n].tid = tid;
+                atomic_store(&out[n].is_parked, 0);
+            }
+            n++;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+// Other threads go on running (no memory to stop them): the heap may change under the scan.
+static int world_runs_on;
+
 // Signals every other thread of the process (but the agent's own) and waits for each to park.
 // Returns 1 when all did. Threads that block the signal are scanned without registers.
 static int stop_world(int self_tid) {
+    world_runs_on = 0;
     if (!parked)
         parked = os_map(HL_MAX_PARKED * sizeof(parked_t));
-    if (!parked)
-        return 0;
-    nparked = 0;
+    if (!parked) {
+        world_runs_on = list_other_threads(self_tid, NULL, 0) > 0;
+        nparked = 0;
+        return !world_runs_on;
+    }
     atomic_store(&parked_count, 0);
     atomic_store(&resume_flag, 0);
+    // nparked stays 0 while the list is made: a thread parking meanwhile finds no slot.
+    nparked = 0;
+    int n = list_other_threads(self_tid, parked, HL_MAX_PARKED);
+    nparked = n < HL_MAX_PARKED ? n : HL_MAX_PARKED;
     park_signal = SIGRTMAX - 3;
     struct sigaction sa = {0}, old;
     sa.sa_sigaction = on_park;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
     sigaction(park_signal, &sa, &old);
-
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    char dents[4096];
-    int writer = writer_thread_id();
-    for (;;) {
-        if (fd < 0)
-            break;
-        long n = syscall(SYS_getdents64, fd, dents, sizeof dents);
-        if (n <= 0)
-            break;
-        for (long off = 0; off < n;) {
-            struct dirent64* d = (struct dirent64*)(dents + off);
-            off += d->d_reclen;
-            int tid = 0;
-            for (const char* s = d->d_name; *s >= '0' && *s <= '9'; s++)
-                tid = tid * 10 + (*s - '0');
-            if (tid <= 0 || tid == self_tid || tid == writer || nparked >= HL_MAX_PARKED)
-                continue;
-            parked[nparked].tid = tid;
-            atomic_store(&parked[nparked].is_parked, 0);
-            nparked++;
-        }
-    }
-    if (fd >= 0)
-        close(fd);
     int sent = 0;
     for (int i = 0; i < nparked; i++)
         if (os_tgkill(getpid(), parked[i].tid, park_signal) == 0)
@@ -156,7 +260,7 @@ static int stop_world(int self_tid) {
     for (int waited = 0; waited < 200 && atomic_load(&parked_count) < sent; waited++)
         os_futex_wait(&parked_count, atomic_load(&parked_count), 10000000L);
     sigaction(park_signal, &old, NULL);
-    return atomic_load(&parked_count) == nparked;
+    return atomic_load(&parked_count) == n;
 }
 
 static void resume_world(void) {
@@ -165,63 +269,109 @@ static void resume_world(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Blocks, sorted by address
+// The scan's memory: one mapping, carved once (nothing to give back piece by piece, nothing left
+// behind when a step fails)
 // ---------------------------------------------------------------------------------------------
-typedef struct scan_blocks_s {
-    uintptr_t* starts;
-    size_t* sizes;
-    uint32_t* stacks;
-    uint8_t* fns;
-    uint8_t* internal;
-    uint8_t* kind;
-    size_t* leader;
-    size_t n, cap;
-} scan_blocks_t;
+typedef struct arena_s {
+    char* base; // NULL: only count what carve() would take
+    size_t size, used;
+} arena_t;
 
-typedef struct collect_s {
-    uintptr_t* key;  // address, then index, for the sort
-    uint32_t* idx;
-    scan_blocks_t* raw;
-    size_t n;
-} collect_t;
-
-static void collect_one(const hl_block_t* b, void* arg) {
-    collect_t* c = arg;
-    scan_blocks_t* r = c->raw;
-    if (c->n >= r->cap)
-        return;
-    size_t i = c->n++;
-    r->starts[i] = b->addr;
-    r->sizes[i] = b->size;
-    r->stacks[i] = b->stack;
-    r->fns[i] = (uint8_t)b->fn;
-    r->internal[i] = (uint8_t)b->is_internal;
+static void* take(arena_t* a, size_t bytes) {
+    size_t at = a->used;
+    a->used += (bytes + 15) & ~(size_t)15;
+    return a->base ? a->base + at : NULL;
 }
 
-// LSD radix sort of (address, index) by address, 16 bits a pass over the 48 bits in use.
-static void sort_by_addr(uintptr_t* keys, uint32_t* idx, size_t n, uintptr_t* tk, uint32_t* ti,
-                         size_t* count) {
-    for (int shift = 0; shift < 64; shift += 16) {
-        memset(count, 0, 65537 * sizeof(size_t));
+// ---------------------------------------------------------------------------------------------
+// Blocks, sorted by address
+// ---------------------------------------------------------------------------------------------
+// The live table's blocks (in its order: raw_*) and by address (starts, sizes; order[i] is the
+// raw index of the i-th block by address); verdicts by address.
+typedef struct scan_blocks_s {
+    size_t n, cap;
+    uintptr_t* raw_starts;
+    size_t* raw_sizes;
+    uint32_t* raw_stacks;
+    uint8_t* raw_fns;
+    uint8_t* raw_internal;
+    uintptr_t* starts;
+    size_t* sizes;
+    uint32_t* order;
+    uint8_t* kind;
+    size_t* leader;
+    void* workspace; // classify.c's
+    uintptr_t* sort_keys;
+    uint32_t* sort_idx;
+    size_t* sort_count;
+} scan_blocks_t;
+
+#define HL_RADIX_BITS 11 // per pass of the sort: a 16 KiB count table, 5 passes over 55 bits
+#define HL_RADIX (1u << HL_RADIX_BITS)
+
+static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
+    b->cap = cap;
+    b->raw_starts = take(a, cap * sizeof(uintptr_t));
+    b->raw_sizes = take(a, cap * sizeof(size_t));
+    b->raw_stacks = take(a, cap * sizeof(uint32_t));
+    b->raw_fns = take(a, cap);
+    b->raw_internal = take(a, cap);
+    b->starts = take(a, cap * sizeof(uintptr_t));
+    b->sizes = take(a, cap * sizeof(size_t));
+    b->order = take(a, cap * sizeof(uint32_t));
+    b->kind = take(a, cap);
+    b->leader = take(a, cap * sizeof(size_t));
+    b->workspace = take(a, lc_workspace_size(cap));
+    b->sort_keys = take(a, cap * sizeof(uintptr_t));
+    b->sort_idx = take(a, cap * sizeof(uint32_t));
+    b->sort_count = take(a, (HL_RADIX + 1) * sizeof(size_t));
+}
+
+static void collect_one(const hl_block_t* blk, void* arg) {
+    scan_blocks_t* b = arg;
+    if (b->n >= b->cap)
+        return;
+    size_t i = b->n++;
+    b->raw_starts[i] = blk->addr;
+    b->raw_sizes[i] = blk->size;
+    b->raw_stacks[i] = blk->stack;
+    b->raw_fns[i] = (uint8_t)blk->fn;
+    b->raw_internal[i] = (uint8_t)blk->is_internal;
+}
+
+// LSD radix sort of (address, raw index) by address; digits that are zero in every address
+// (the top bits of user space) cost one counting pass and no move.
+static void sort_by_addr(scan_blocks_t* b) {
+    uintptr_t* keys = b->starts;
+    uint32_t* idx = b->order;
+    size_t n = b->n, *count = b->sort_count;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = b->raw_starts[i];
+        idx[i] = (uint32_t)i;
+    }
+    for (int shift = 0; shift < 64; shift += HL_RADIX_BITS) {
+        memset(count, 0, (HL_RADIX + 1) * sizeof(size_t));
         int all_zero = 1;
         for (size_t i = 0; i < n; i++) {
-            size_t d = (keys[i] >> shift) & 0xffff;
+            size_t d = (keys[i] >> shift) & (HL_RADIX - 1);
             count[d + 1]++;
             all_zero &= d == 0;
         }
         if (all_zero)
             continue;
-        for (size_t d = 0; d < 65536; d++)
+        for (size_t d = 0; d < HL_RADIX; d++)
             count[d + 1] += count[d];
         for (size_t i = 0; i < n; i++) {
-            size_t d = (keys[i] >> shift) & 0xffff;
+            size_t d = (keys[i] >> shift) & (HL_RADIX - 1);
             size_t at = count[d]++;
-            tk[at] = keys[i];
-            ti[at] = idx[i];
+            b->sort_keys[at] = keys[i];
+            b->sort_idx[at] = idx[i];
         }
-        memcpy(keys, tk, n * sizeof *keys);
-        memcpy(idx, ti, n * sizeof *idx);
+        memcpy(keys, b->sort_keys, n * sizeof *keys);
+        memcpy(idx, b->sort_idx, n * sizeof *idx);
     }
+    for (size_t i = 0; i < n; i++)
+        b->sizes[i] = b->raw_sizes[idx[i]];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,6 +484,7 @@ static size_t static_tls_used(void) {
 typedef struct roots_s {
     lc_range_t* r;
     size_t n, cap;
+    int is_short; // memory ran out: some roots are missing
 } roots_t;
 
 static void push_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
@@ -342,8 +493,10 @@ static void push_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
     if (rs->n == rs->cap) {
         // A mapping cut by many holes (agent pages, allocator ranges) makes many roots.
         lc_range_t* fresh = os_map(rs->cap * 2 * sizeof *fresh);
-        if (!fresh)
+        if (!fresh) {
+            rs->is_short = 1;
             return;
+        }
         memcpy(fresh, rs->r, rs->n * sizeof *fresh);
         os_unmap(rs->r, rs->cap * sizeof *fresh);
         rs->r = fresh;
@@ -354,30 +507,55 @@ static void push_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
     rs->n++;
 }
 
-static int cmp_range(const void* a, const void* b) {
-    const lc_range_t *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
+// Ranges by their start, in place (heapsort: no memory, no lock; glibc's qsort may malloc, and
+// another thread may be stopped holding the allocator's lock).
+static void sift_down(lc_range_t* v, size_t at, size_t n) {
+    for (;;) {
+        size_t big = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && v[l].lo > v[big].lo)
+            big = l;
+        if (r < n && v[r].lo > v[big].lo)
+            big = r;
+        if (big == at)
+            return;
+        lc_range_t t = v[at];
+        v[at] = v[big];
+        v[big] = t;
+        at = big;
+    }
+}
+
+static void sort_ranges(lc_range_t* v, size_t n) {
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(v, i, n);
+    for (size_t end = n; end-- > 1;) {
+        lc_range_t t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        sift_down(v, 0, end);
+    }
 }
 
 // Adds [lo, hi) minus the holes: the agent's own memory (the kernel merges neighbouring
 // anonymous mappings, so one line of /proc/self/maps may hold both the agent's pages and the
 // program's) and, when given, heap blocks lying inside it.
+#define HL_MAX_HOLES 16384
 static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_blocks_t* blocks,
                            int guard) {
-    static lc_range_t holes[16384 + 16];
-    static uintptr_t agent[16384][2];
+    static lc_range_t holes[HL_MAX_HOLES + 16];
+    static uintptr_t agent[HL_MAX_HOLES][2];
     size_t nh = 0;
     uintptr_t own_lo, own_hi;
     modules_own_range(&own_lo, &own_hi);
     if (lo < own_hi && hi > own_lo)
         holes[nh++] = (lc_range_t){own_lo, own_hi};
-    size_t na = os_agent_ranges(agent, 16384);
-    for (size_t i = 0; i < na && nh < 16384; i++)
+    size_t na = os_agent_ranges(agent, HL_MAX_HOLES);
+    for (size_t i = 0; i < na && nh < HL_MAX_HOLES; i++)
         if (lo < agent[i][1] && hi > agent[i][0])
             holes[nh++] = (lc_range_t){agent[i][0], agent[i][1]};
     static uintptr_t foreign[8192][2];
     size_t nf = os_allocator_ranges(foreign, 8192);
-    for (size_t i = 0; i < nf && nh < 16384; i++)
+    for (size_t i = 0; i < nf && nh < HL_MAX_HOLES; i++)
         if (lo < foreign[i][1] && hi > foreign[i][0])
             holes[nh++] = (lc_range_t){foreign[i][0], foreign[i][1]};
     if (blocks) {
@@ -393,7 +571,7 @@ static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_b
             holes[nh++] = (lc_range_t){blocks->starts[a] - 16,
                                        blocks->starts[a] + blocks->sizes[a] + (size_t)guard};
     }
-    qsort(holes, nh, sizeof *holes, cmp_range);
+    sort_ranges(holes, nh);
     uintptr_t at = lo;
     for (size_t i = 0; i < nh; i++) {
         if (holes[i].lo > at)
@@ -406,7 +584,9 @@ static void add_root_minus(roots_t* rs, uintptr_t lo, uintptr_t hi, const scan_b
     push_root(rs, at, hi);
 }
 
-static void add_root(roots_t* rs, uintptr_t lo, uintptr_t hi) { add_root_minus(rs, lo, hi, NULL, 0); }
+static void add_root(roots_t* rs, uintptr_t lo, uintptr_t hi) {
+    add_root_minus(rs, lo, hi, NULL, 0);
+}
 
 static size_t blocks_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi, size_t enough) {
     size_t a = 0, z = b->n, n = 0;
@@ -425,103 +605,78 @@ static size_t blocks_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi, size
 // ---------------------------------------------------------------------------------------------
 // The scan
 // ---------------------------------------------------------------------------------------------
-static int is_sp_in(uintptr_t sp, const map_t* m) { return sp >= m->lo && sp < m->hi; }
+static int debug_scan; // HEAPLENS_DEBUG_SCAN=1: say where each reachable block was found
 
-int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
-    static char* maps_text;
-    static size_t maps_cap;
-    if (read_all("/proc/self/maps", &maps_text, &maps_cap) < 0)
-        return -1;
-    size_t max_maps = 1 + maps_cap / 32;
-    map_t* maps = os_map(max_maps * sizeof(map_t));
-    if (!maps)
-        return -1;
-    size_t nmaps = parse_maps(maps_text, maps, max_maps);
-
-    // The blocks.
-    scan_blocks_t raw = {0};
-    size_t cap = (size_t)live_count() + 16;
-    raw.cap = cap;
-    raw.starts = os_map(cap * sizeof(uintptr_t));
-    raw.sizes = os_map(cap * sizeof(size_t));
-    raw.stacks = os_map(cap * sizeof(uint32_t));
-    raw.fns = os_map(cap);
-    raw.internal = os_map(cap);
-    collect_t col = {.raw = &raw};
-    if (!raw.starts || !raw.sizes || !raw.stacks || !raw.fns || !raw.internal)
-        return -1;
-    live_for_each(collect_one, &col);
-    raw.n = col.n;
-    size_t n = raw.n;
-
-    scan_blocks_t b = {0};
-    b.n = n;
-    b.starts = os_map(cap * sizeof(uintptr_t));
-    b.sizes = os_map(cap * sizeof(size_t));
-    b.kind = os_map(cap);
-    b.leader = os_map(cap * sizeof(size_t));
-    uint32_t* order = os_map(cap * sizeof(uint32_t));
-    uintptr_t* tk = os_map(cap * sizeof(uintptr_t));
-    uint32_t* ti = os_map(cap * sizeof(uint32_t));
-    size_t* count = os_map(65537 * sizeof(size_t));
-    void* ws = os_map(lc_workspace_size(cap));
-    if (!b.starts || !b.sizes || !b.kind || !b.leader || !order || !tk || !ti || !count || !ws)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        b.starts[i] = raw.starts[i];
-        order[i] = (uint32_t)i;
+// What the scan needs that may take a lock another thread could hold (the loader's, libgcc's),
+// done while no thread is stopped: this thread's own roots (uc: the context a fatal signal
+// interrupted, or NULL at exit), the static TLS size.
+void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
+    static_tls_used();
+    const char* dbg = getenv("HEAPLENS_DEBUG_SCAN");
+    debug_scan = dbg && dbg[0] == '1';
+    if (uc && !modules_own_text(context_ip(uc))) {
+        roots_from_context(self, uc); // the program's own registers, where it was interrupted
+        return;
     }
-    sort_by_addr(b.starts, order, n, tk, ti, count);
-    for (size_t i = 0; i < n; i++)
-        b.sizes[i] = raw.sizes[order[i]];
+    // At exit, the frame that called exit (or returned from main: _start's); after a signal that
+    // came while inside the agent, the program's frame under the agent's.
+    if (roots_from_frame(self, uc ? HL_FRAME_PAST_SIGNAL : HL_FRAME_PAST_LIBC) == 0)
+        return;
+    if (uc)
+        roots_from_context(self, uc);
+    else
+        roots_from_here(self);
+}
 
-    // The roots.
-    roots_t rs = {.cap = nmaps * 2 + nparked + 64};
-    rs.r = os_map(rs.cap * sizeof(lc_range_t));
-    lc_range_t* vt = os_map((nmaps + 1) * sizeof(lc_range_t));
-    size_t nvt = 0;
-    if (!rs.r || !vt)
-        return -1;
-    uintptr_t self_sp = 0;
-#if defined(__x86_64__)
-    self_sp = (uintptr_t)self_uc->uc_mcontext.gregs[REG_RSP];
-    add_root(&rs, (uintptr_t)self_uc->uc_mcontext.gregs,
-             (uintptr_t)(self_uc->uc_mcontext.gregs + NGREG));
-#endif
+// A thread's stack: from its roots' low end (or its stack pointer's mapping start) up.
+static const hl_thread_roots_t* thread_in(const map_t* m, const hl_thread_roots_t* self) {
+    if (self->sp >= m->lo && self->sp < m->hi)
+        return self;
+    for (int t = 0; t < nparked; t++)
+        if (atomic_load(&parked[t].is_parked) && parked[t].roots.sp >= m->lo &&
+            parked[t].roots.sp < m->hi)
+            return &parked[t].roots;
+    return NULL;
+}
+
+static void push_regs(roots_t* rs, const hl_thread_roots_t* r) {
+    if (r->nregs > 0)
+        push_root(rs, (uintptr_t)r->regs, (uintptr_t)(r->regs + r->nregs));
+}
+
+static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* maps, size_t nmaps,
+                         const scan_blocks_t* b, const hl_thread_roots_t* self) {
+    // Registers: held in the agent's own memory, which add_root would cut out as a hole.
+    push_regs(rs, self);
     for (int i = 0; i < nparked; i++)
         if (atomic_load(&parked[i].is_parked))
-            add_root(&rs, (uintptr_t)parked[i].regs, (uintptr_t)(parked[i].regs + 32));
+            push_regs(rs, &parked[i].roots);
     for (size_t i = 0; i < nmaps; i++) {
         const map_t* m = &maps[i];
         if (m->r && !m->w && m->kind == 'f')
-            vt[nvt++] = (lc_range_t){m->lo, m->hi};
+            vt[(*nvt)++] = (lc_range_t){m->lo, m->hi};
         if (!m->r || !m->w || m->kind == 'h' || m->kind == 'd' || m->kind == 'o')
             continue;
-        // A thread's stack: from its stack pointer up (the red zone below it included).
-        uintptr_t sp = 0;
-        if (is_sp_in(self_sp, m))
-            sp = self_sp;
-        for (int t = 0; !sp && t < nparked; t++)
-            if (atomic_load(&parked[t].is_parked) && is_sp_in(parked[t].sp, m))
-                sp = parked[t].sp;
-        if (sp) {
-            add_root(&rs, sp > m->lo + 128 ? sp - 128 : m->lo, m->hi);
+        const hl_thread_roots_t* th = thread_in(m, self);
+        if (th) {
+            add_root(rs, th->lo > m->lo ? th->lo : m->lo, m->hi);
             continue;
         }
         if (m->kind == 's') {
             // The main thread's stack, but main did not park: all of it, to be safe.
-            add_root(&rs, m->lo, m->hi);
+            add_root(rs, m->lo, m->hi);
             continue;
         }
         if (m->kind == 'a') {
             int dead = 0;
-            for (unsigned d = 0; d < HL_DEAD_STACKS && d < atomic_load(&dead_next); d++) {
+            unsigned ndead = atomic_load(&dead_next);
+            for (unsigned d = 0; d < HL_DEAD_STACKS && d < ndead; d++) {
                 if (dead_sps[d] >= m->lo && dead_sps[d] < m->hi) {
                     dead = 1;
                     uintptr_t tp = dead_tps[d];
                     if (tp >= m->lo && tp < m->hi) {
                         size_t tls = static_tls_used();
-                        add_root(&rs, tp - tls > m->lo ? tp - tls : m->lo, m->hi);
+                        add_root(rs, tp - tls > m->lo ? tp - tls : m->lo, m->hi);
                     }
                 }
             }
@@ -533,94 +688,150 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
             if ((m->lo & ((64u << 20) - 1)) == 0 && m->hi - m->lo <= (64u << 20) &&
                 m->hi - m->lo >= (128u << 10))
                 continue;
-            if (blocks_in(&b, m->lo, m->hi, 5) >= 5)
+            if (blocks_in(b, m->lo, m->hi, 5) >= 5)
                 continue;
         }
-        add_root_minus(&rs, m->lo, m->hi, &b, hl_opt.guard);
+        add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);
     }
 
     // Every root must still be mapped: keep only what mincore confirms, page by page runs.
     size_t kept = 0;
     static unsigned char vec[4096];
-    for (size_t r = 0; r < rs.n; r++) {
-        uintptr_t lo = rs.r[r].lo & ~(uintptr_t)4095, hi = rs.r[r].hi;
+    for (size_t r = 0; r < rs->n; r++) {
+        uintptr_t lo = rs->r[r].lo & ~(uintptr_t)4095, hi = rs->r[r].hi;
         int ok = 1;
         for (uintptr_t a = lo; a < hi && ok; a += sizeof vec * 4096) {
             size_t len = hi - a < sizeof vec * 4096 ? hi - a : sizeof vec * 4096;
             ok = syscall(SYS_mincore, a, len, vec) == 0;
         }
         if (ok)
-            rs.r[kept++] = rs.r[r];
+            rs->r[kept++] = rs->r[r];
     }
-    rs.n = kept;
-    lc_input_t in = {.starts = b.starts, .sizes = b.sizes, .nblocks = n, .roots = rs.r,
-                     .nroots = rs.n, .vtable_ranges = vt, .nvtable_ranges = nvt};
-    lc_classify(&in, b.kind, b.leader, ws);
-    if (!strcmp(getenv("HEAPLENS_DEBUG_SCAN") ?: "", "1")) { // only "1": "0" means off
-        for (size_t i = 0; i < n; i++) {
-            if (b.kind[i] != HL_LEAK_REACHABLE || raw.internal[order[i]])
-                continue;
-            for (size_t r = 0; r < rs.n; r++)
-                for (uintptr_t a = (rs.r[r].lo + 7) & ~7ul; a + 8 <= rs.r[r].hi; a += 8)
-                    if (*(uintptr_t*)a == b.starts[i])
-                        hl_log("block %p size %lu found at %p in root %p-%p", (void*)b.starts[i],
-                               (unsigned long)b.sizes[i], (void*)a, (void*)rs.r[r].lo,
-                               (void*)rs.r[r].hi);
-        }
-    }
+    rs->n = kept;
+}
 
-    // Verdicts, in address order.
+static void debug_reachable(const scan_blocks_t* b, const roots_t* rs) {
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->kind[i] != HL_LEAK_REACHABLE || b->raw_internal[b->order[i]])
+            continue;
+        for (size_t r = 0; r < rs->n; r++)
+            for (uintptr_t a = (rs->r[r].lo + 7) & ~7ul; a + 8 <= rs->r[r].hi; a += 8)
+                if (*(uintptr_t*)a == b->starts[i])
+                    hl_log("block %p size %lu found at %p in root %p-%p", (void*)b->starts[i],
+                           (unsigned long)b->sizes[i], (void*)a, (void*)rs->r[r].lo,
+                           (void*)rs->r[r].hi);
+    }
+}
+
+static void emit_scan(hl_enc_t* enc, int flags, size_t n) {
     if (enc_reserve(enc, 64) == 0) {
         enc_tag(enc, REC_SCAN);
         enc_time(enc, writer_now_ns());
-        enc_u(enc, (uint64_t)((all_stopped ? HL_SCAN_ALL_THREADS : 0) | HL_SCAN_AT_EXIT));
+        enc_u(enc, (uint64_t)(flags | HL_SCAN_AT_EXIT));
         enc_u(enc, (uint64_t)n);
     }
+}
+
+// Verdicts, in address order.
+static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b) {
     enc->last_verdict_addr = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t o = order[i];
-        if (raw.internal[o])
+    for (size_t i = 0; i < b->n; i++) {
+        uint32_t o = b->order[i];
+        if (b->raw_internal[o])
             continue;
         writer_flush_if_large_locked();
         if (enc_reserve(enc, 64) != 0)
             break;
         enc_tag(enc, REC_VERDICT);
-        enc_u(enc, b.kind[i]);
-        enc_s(enc, (int64_t)(b.starts[i] - enc->last_verdict_addr));
-        enc->last_verdict_addr = b.starts[i];
-        enc_u(enc, b.sizes[i]);
-        enc_u(enc, raw.stacks[o]);
-        enc_u(enc, raw.fns[o]);
-        if (b.kind[i] == HL_LEAK_INDIRECT && b.leader[i] != SIZE_MAX) {
+        enc_u(enc, b->kind[i]);
+        enc_s(enc, (int64_t)(b->starts[i] - enc->last_verdict_addr));
+        enc->last_verdict_addr = b->starts[i];
+        enc_u(enc, b->sizes[i]);
+        enc_u(enc, b->raw_stacks[o]);
+        enc_u(enc, b->raw_fns[o]);
+        if (b->kind[i] == HL_LEAK_INDIRECT && b->leader[i] != SIZE_MAX) {
             // Follow leaders that were themselves absorbed by a later clique.
-            size_t l = b.leader[i];
-            for (int hops = 0; b.kind[l] == HL_LEAK_INDIRECT && b.leader[l] != SIZE_MAX && hops < 64; hops++)
-                l = b.leader[l];
-            enc_u(enc, b.starts[l]);
+            size_t l = b->leader[i];
+            for (int hops = 0;
+                 b->kind[l] == HL_LEAK_INDIRECT && b->leader[l] != SIZE_MAX && hops < 64; hops++)
+                l = b->leader[l];
+            enc_u(enc, b->starts[l]);
         } else {
             enc_u(enc, 0);
         }
     }
-    // The scan's memory is not needed past this point; give it back.
-    os_unmap(maps, max_maps * sizeof(map_t));
-    os_unmap(raw.starts, cap * sizeof(uintptr_t));
-    os_unmap(raw.sizes, cap * sizeof(size_t));
-    os_unmap(raw.stacks, cap * sizeof(uint32_t));
-    os_unmap(raw.fns, cap);
-    os_unmap(raw.internal, cap);
-    os_unmap(b.starts, cap * sizeof(uintptr_t));
-    os_unmap(b.sizes, cap * sizeof(size_t));
-    os_unmap(b.kind, cap);
-    os_unmap(b.leader, cap * sizeof(size_t));
-    os_unmap(order, cap * sizeof(uint32_t));
-    os_unmap(tk, cap * sizeof(uintptr_t));
-    os_unmap(ti, cap * sizeof(uint32_t));
-    os_unmap(count, 65537 * sizeof(size_t));
-    os_unmap(ws, lc_workspace_size(cap));
-    os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
-    os_unmap(vt, (nmaps + 1) * sizeof(lc_range_t));
-    return 0;
 }
 
-int scan_stop_world(void) { return stop_world(os_gettid()); }
-void scan_resume_world(void) { resume_world(); }
+int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped) {
+    static char* maps_text;
+    static size_t maps_cap;
+    arena_t arena = {0};
+    roots_t rs = {0};
+    scan_blocks_t b = {0};
+    map_t* maps = NULL;
+    lc_range_t* vt = NULL;
+    size_t max_maps = 0, n = 0;
+    if (world_runs_on || read_all("/proc/self/maps", &maps_text, &maps_cap) < 0)
+        goto no_memory;
+
+    // Everything but the roots in one mapping, sized by a first carve that only counts.
+    max_maps = 1 + maps_cap / 32;
+    size_t cap = (size_t)live_count() + 16;
+    for (int pass = 0; pass < 2; pass++) {
+        arena.used = 0;
+        maps = take(&arena, max_maps * sizeof(map_t));
+        vt = take(&arena, (max_maps + 1) * sizeof(lc_range_t));
+        blocks_carve(&arena, &b, cap);
+        if (pass == 0) {
+            arena.size = arena.used;
+            arena.base = os_map(arena.size);
+            if (!arena.base)
+                goto no_memory;
+        }
+    }
+    size_t nmaps = parse_maps(maps_text, maps, max_maps);
+    live_for_each(collect_one, &b);
+    n = b.n;
+    sort_by_addr(&b);
+
+    rs.cap = nmaps * 2 + (size_t)nparked + 64;
+    rs.r = os_map(rs.cap * sizeof(lc_range_t));
+    if (!rs.r)
+        goto no_memory;
+    size_t nvt = 0;
+    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self);
+    if (rs.is_short)
+        goto no_memory;
+    lc_input_t in = {.starts = b.starts,
+                     .sizes = b.sizes,
+                     .nblocks = n,
+                     .roots = rs.r,
+                     .nroots = rs.n,
+                     .vtable_ranges = vt,
+                     .nvtable_ranges = nvt};
+    lc_classify(&in, b.kind, b.leader, b.workspace);
+    if (debug_scan)
+        debug_reachable(&b, &rs);
+    emit_scan(enc, all_stopped ? HL_SCAN_ALL_THREADS : 0, n);
+    emit_verdicts(enc, &b);
+    os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
+    os_unmap(arena.base, arena.size);
+    return 0;
+
+no_memory:
+    // The trace says the scan could not run (no VERDICT follows), and so does the agent.
+    hl_log("no memory left for the leak scan: leaks are not classified");
+    emit_scan(enc, HL_SCAN_NO_MEMORY, n);
+    if (rs.r)
+        os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
+    if (arena.base)
+        os_unmap(arena.base, arena.size);
+    return -1;
+}
+
+int scan_stop_world(void) {
+    return stop_world(os_gettid());
+}
+void scan_resume_world(void) {
+    resume_world();
+}

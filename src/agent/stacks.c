@@ -11,6 +11,11 @@
 #include "agent.h"
 
 #define HL_STACK_NODES (24u << 20) // nodes, all stacks together
+// Nodes live in chunks made as they fill: a reservation for every node up front would take
+// 576 MiB of address space, which counts against a program's RLIMIT_AS as much as memory does.
+#define HL_CHUNK_SHIFT 16 // 64 Ki nodes, 1.5 MiB a chunk
+#define HL_CHUNK_NODES (1u << HL_CHUNK_SHIFT)
+#define HL_CHUNKS (HL_STACK_NODES / HL_CHUNK_NODES + 1)
 #define HL_TABLE_FIRST 16          // log2 of the first table's slots (256 KiB)
 #define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
 
@@ -32,7 +37,9 @@ typedef struct table_s {
 } table_t;
 
 static _Atomic(table_t*) table;
-static node_t* nodes; // by id, from 1
+// Node id's chunk; a chunk is stored (under make_lock) before any id in it is published, and
+// readers learn an id from a slot they load with acquire.
+static node_t* chunks[HL_CHUNKS];
 static _Atomic uint32_t next_id;
 static _Atomic int make_lock;
 
@@ -49,9 +56,13 @@ static table_t* table_make(uint32_t log2_slots) {
     return t;
 }
 
+HL_INLINE node_t* node_at(uint32_t id) {
+    return &chunks[id >> HL_CHUNK_SHIFT][id & (HL_CHUNK_NODES - 1)];
+}
+
 void stacks_init(void) {
-    nodes = os_reserve((HL_STACK_NODES + 1) * sizeof(node_t));
-    table_t* t = nodes ? table_make(HL_TABLE_FIRST) : NULL;
+    chunks[0] = os_map(HL_CHUNK_NODES * sizeof(node_t)); // ids from 1
+    table_t* t = chunks[0] ? table_make(HL_TABLE_FIRST) : NULL;
     atomic_store_explicit(&table, t, memory_order_release);
 }
 
@@ -79,13 +90,13 @@ static void grow(table_t* old, uint32_t count) {
     if (!t)
         return;
     for (uint32_t id = 1; id <= count; id++)
-        place(t, id, nodes[id].path_hash);
+        place(t, id, node_at(id)->path_hash);
     atomic_store_explicit(&table, t, memory_order_release);
     os_discard(old, table_bytes((uint32_t)__builtin_ctz(old->mask + 1)));
 }
 
 static inline int node_is(uint32_t id, uint32_t parent, uintptr_t ip, uint64_t h) {
-    const node_t* nd = &nodes[id];
+    const node_t* nd = node_at(id);
     return nd->path_hash == h && nd->ip == ip && nd->parent == parent;
 }
 
@@ -105,7 +116,12 @@ static HL_COLD uint32_t node_make(uint32_t parent, uintptr_t ip, uint64_t h, uin
         id = 0;
         goto out;
     }
-    nodes[id] = (node_t){ip, h, parent, depth};
+    if (!chunks[id >> HL_CHUNK_SHIFT] &&
+        !(chunks[id >> HL_CHUNK_SHIFT] = os_map(HL_CHUNK_NODES * sizeof(node_t)))) {
+        id = 0; // no memory: the event goes without a stack
+        goto out;
+    }
+    *node_at(id) = (node_t){ip, h, parent, depth};
     atomic_store_explicit(&next_id, id, memory_order_release);
     atomic_store_explicit(&t->slot[i], id, memory_order_release);
     if ((uint64_t)id * 2 > (uint64_t)t->mask + 1)
@@ -140,11 +156,11 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
         uint32_t id = atomic_load_explicit(&t->slot[i], memory_order_acquire);
         if (id == 0)
             break;
-        const node_t* nd = &nodes[id];
+        const node_t* nd = node_at(id);
         if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
             if (node_of) { // the callers' nodes, by walking up once
                 uint32_t up = id;
-                for (int k = 0; k < n && up; k++, up = nodes[up].parent)
+                for (int k = 0; k < n && up; k++, up = node_at(up)->parent)
                     node_of[k] = up;
             }
             return id;
@@ -167,8 +183,8 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of) {
     if (hl_unlikely(!atomic_load_explicit(&table, memory_order_relaxed) || !base))
         return 0;
-    uint64_t h = nodes[base].path_hash;
-    uint32_t depth = nodes[base].depth;
+    uint64_t h = node_at(base)->path_hash;
+    uint32_t depth = node_at(base)->depth;
     for (int i = k - 1; i >= 0 && base; i--) {
         h = path_mix(h, inner[i]);
         base = node_get(base, inner[i], h, ++depth);
@@ -179,10 +195,10 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
 }
 
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
-    if (id == 0 || id > atomic_load(&next_id) || !nodes)
+    if (id == 0 || id > atomic_load(&next_id))
         return -1;
-    *ip = nodes[id].ip;
-    *parent = nodes[id].parent;
+    *ip = node_at(id)->ip;
+    *parent = node_at(id)->parent;
     return 0;
 }
 

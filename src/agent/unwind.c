@@ -8,6 +8,9 @@
 // thread layout as it was. Frames inside libheaplens.so (built with frame pointers) are
 // skipped by following %rbp.
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unwind.h>
 
@@ -37,6 +40,85 @@ static HL_NOINLINE int unwind_general(uintptr_t* ips, int max) {
     collect_t c = {ips, 0, max, 1};
     _Unwind_Backtrace(on_frame, &c);
     return c.n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The program's frame under the agent's, for the scan: its stack pointer and the registers the
+// frames below it must preserve for it (libgcc's unwinder restores them through every frame's
+// CFI, a signal frame included). What lies deeper on the stack is the agent's (or, for an exit,
+// libc's and the loader's exit path): dead frames full of stale copies of pointers.
+// ---------------------------------------------------------------------------------------------
+#if defined(__x86_64__)
+static const int callee_saved[] = {3, 6, 12, 13, 14, 15}; // rbx rbp r12-r15, DWARF numbers
+#elif defined(__aarch64__)
+static const int callee_saved[] = {19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}; // x19-x30
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+_Static_assert(HL_ARRAY_LEN(callee_saved) <= HL_FRAME_REGS, "hl_frame_t holds them all");
+#endif
+
+typedef struct seek_s {
+    int flags;
+    int is_past_signal; // HL_FRAME_PAST_SIGNAL: the interrupted frame has been reached
+    uintptr_t libc_lo, libc_hi, ld_lo, ld_hi;
+    hl_frame_t* out;
+} seek_t;
+
+// The extent of the object holding addr (libc, the loader), without a lock.
+static void object_of(const void* addr, uintptr_t* lo, uintptr_t* hi) {
+    *lo = *hi = 0;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+    struct dl_find_object fo;
+    if (_dl_find_object((void*)addr, &fo) == 0) {
+        *lo = (uintptr_t)fo.dlfo_map_start;
+        *hi = (uintptr_t)fo.dlfo_map_end;
+    }
+#else
+    (void)addr;
+#endif
+}
+
+// One frame, innermost first. libgcc's CFA of a frame's context is the frame's own stack
+// pointer (its callee's CFA); a signal frame's is the interrupted stack pointer.
+static _Unwind_Reason_Code on_seek(struct _Unwind_Context* ctx, void* arg) {
+    seek_t* s = arg;
+    int is_signal = 0;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIPInfo(ctx, &is_signal);
+    if (!ip)
+        return _URC_END_OF_STACK;
+    if ((s->flags & HL_FRAME_PAST_SIGNAL) && !s->is_past_signal) {
+        if (!is_signal)
+            return _URC_NO_REASON; // the handler's frames
+        s->is_past_signal = 1;
+    }
+    hl_frame_t* f = s->out;
+    f->sp = (uintptr_t)_Unwind_GetCFA(ctx);
+    f->ip = ip;
+    f->is_signal = is_signal;
+    uintptr_t pc = is_signal ? ip : ip - 1; // a return address points past its call
+    if (modules_own_text(pc))
+        return _URC_NO_REASON;
+    if ((s->flags & HL_FRAME_PAST_LIBC) &&
+        ((pc >= s->libc_lo && pc < s->libc_hi) || (pc >= s->ld_lo && pc < s->ld_hi)))
+        return _URC_NO_REASON;
+    f->nregs = 0;
+#if defined(__x86_64__) || defined(__aarch64__)
+    for (size_t i = 0; i < HL_ARRAY_LEN(callee_saved); i++)
+        f->regs[f->nregs++] = (uintptr_t)_Unwind_GetGR(ctx, callee_saved[i]);
+#endif
+    f->is_program = 1;
+    return _URC_END_OF_STACK;
+}
+
+int unwind_program_frame(int flags, hl_frame_t* out) {
+    memset(out, 0, sizeof *out);
+    seek_t s = {.flags = flags, .out = out};
+    if (flags & HL_FRAME_PAST_LIBC) {
+        object_of((const void*)&exit, &s.libc_lo, &s.libc_hi);
+        object_of((const void*)&_r_debug, &s.ld_lo, &s.ld_hi);
+    }
+    _Unwind_Backtrace(on_seek, &s);
+    return out->is_program ? 0 : -1;
 }
 
 #if defined(__x86_64__)

@@ -57,6 +57,10 @@ static md_leak_record_t* record_at(model_t* m, int kind, uint32_t stack) {
 }
 
 void leaks_scan(model_t* m, const rd_record_t* r) {
+    if (r->u[0] & HL_SCAN_NO_MEMORY) { // no VERDICT follows: an earlier scan's still stand
+        m->is_scan_short = 1;
+        return;
+    }
     leaks_run_end(m);
     m->is_scanned = 1;
     m->scan_flags = r->u[0];

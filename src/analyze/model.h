@@ -127,6 +127,7 @@ typedef struct model_s {
     int64_t end_time_ns, last_time_ns;
     char* exec_path; // set when the image called exec and no END followed
     int is_scanned;
+    int is_scan_short; // the agent had no memory for its scan (HL_SCAN_NO_MEMORY)
     uint64_t scan_flags;
     // what it loaded and where it allocated
     md_module_t* mods;

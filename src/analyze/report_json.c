@@ -90,6 +90,8 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                               : m->info_flags & HL_INFO_HEAP_PARTIAL ? "partial"
                                                                      : "all";
     fprintf(out, "  \"heap_traced\": \"%s\",\n", heap_traced);
+    if (m->is_scan_short)
+        fputs("  \"scan_failed\": \"no memory\",\n", out);
     fprintf(out, "  \"trace_complete\": %s,\n",
             m->read.is_truncated || m->read.is_corrupt || strcmp(heap_traced, "all") ? "false"
                                                                                      : "true");

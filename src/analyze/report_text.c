@@ -175,7 +175,9 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     } else {
         report_commas(a, sizeof a, lk.kinds[HL_KIND_UNSCANNED].bytes);
         report_commas(b, sizeof b, lk.kinds[HL_KIND_UNSCANNED].blocks);
-        fprintf(out, P "LEAK SUMMARY: not scanned (the process ended without running the scan)\n");
+        fprintf(out, P "LEAK SUMMARY: not scanned (%s)\n",
+                m->is_scan_short ? "the agent had no memory left for the scan"
+                                 : "the process ended without running the scan");
         fprintf(out, P "   still allocated at the end: %s bytes in %s blocks\n", a, b);
     }
     fprintf(out, P "ERROR SUMMARY: %zu errors\n", m->nerrors);

@@ -197,6 +197,7 @@ enum hl_leak_kind {
 enum hl_scan_flags {
     HL_SCAN_ALL_THREADS = 1, // every thread was stopped and its registers read
     HL_SCAN_AT_EXIT = 2,
+    HL_SCAN_NO_MEMORY = 4, // the scan could not get the memory it needs: no VERDICT follows
 };
 
 enum hl_end_how { HL_END_EXIT = 1, HL_END_SIGNAL = 2 };
