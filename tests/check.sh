@@ -36,6 +36,10 @@ echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports
 
+echo "== security (trace and output files: full disks, devices, planted links, modes)"
+out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" security
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"
