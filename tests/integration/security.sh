@@ -66,7 +66,7 @@ one_line() {
     fi
 }
 # peek FILE: its first bytes, on one line, for a reason.
-peek() { head -c 100 "$1" 2>&1 | tr -d '\0' | tr '\n' ' '; }
+peek() { head -c 100 "$1" 2>&1 | LC_ALL=C tr -cd '[:print:]\n' | tr '\n' ' '; }
 # gone PATH: a path was given, and nothing is there.
 gone() { [ -n "$1" ] && [ ! -e "$1" ] && [ ! -L "$1" ]; }
 # wait_gone PID: until the process has ended (at most 20 s).
