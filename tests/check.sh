@@ -36,6 +36,10 @@ echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports
 
+echo "== harm (the program runs as natively: pthread_exit, ulimit -f, its descriptor 2, clone)"
+out=$("$ROOT/tests/integration/harm.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" harm
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"

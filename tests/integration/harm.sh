@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# harm.sh BUILD_DIR - the traced program is never harmed: it runs under heaplens as it runs
+# natively, compared in the same test. main() ending with pthread_exit (the process must still
+# end, with its exit handlers and a complete trace), a small `ulimit -f` (the agent's writes
+# fail, the program never gets their SIGXFSZ), a program that puts its own data file on
+# descriptor 2 (the agent never writes there), and children made by clone() and vfork() (each
+# in the right trace, under the right thread, the parent's trace untouched). One line per
+# check, "PASS name" or "FAIL name: reason" ("SKIP name: why" when the machine cannot run it);
+# the last line is "N passed, N failed"; exit 1 when anything failed.
+set -u
+
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "FAIL setup: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
+HL=$BUILD/heaplens
+LIB=$BUILD/libheaplens.so
+PROGS=$BUILD/programs
+HERE=$(cd "$(dirname "$0")" && pwd)
+CHECK=$HERE/check.py
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-harm.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+PASSED=0
+FAILED=0
+TIMEOUT=30 # seconds per command; every case takes about one normally
+ulimit -c 0 2>/dev/null # the case killed by SIGXFSZ must not leave a core file
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+skip() { echo "SKIP $1: $2"; }
+finish() { echo "$PASSED passed, $FAILED failed"; [ "$FAILED" -eq 0 ]; exit $?; }
+
+# check CASE JSON EXPR... : assertions on a JSON report, one line each (see check.py).
+check() {
+    local out
+    out=$(python3 "$CHECK" "$@" 2>&1)
+    [ -n "$out" ] && echo "$out"
+    PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
+    FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
+}
+
+# same_run CASE NATIVE_DIR HL_DIR: the program's stdout and exit status under heaplens are the
+# native run's (each directory holds stdout and status).
+same_run() {
+    local n h
+    n=$(cat "$2/status" 2>/dev/null)
+    h=$(cat "$3/status" 2>/dev/null)
+    if [ -n "$n" ] && [ "$n" = "$h" ]; then
+        pass "$1: exit status $h, as natively"
+    else
+        fail "$1: exit status" "natively ${n:-none}, under heaplens ${h:-none}$( [ "$h" = 124 ] && echo ' (timed out)')"
+    fi
+    if cmp -s "$2/stdout" "$3/stdout"; then
+        pass "$1: stdout as natively"
+    else
+        fail "$1: stdout" "natively '$(head -c 200 "$2/stdout" | tr '\n' '|')', under heaplens '$(head -c 200 "$3/stdout" | tr '\n' '|')'"
+    fi
+}
+
+# run DIR CMD... : runs CMD in DIR (made fresh) with a timeout; DIR/stdout, DIR/stderr, DIR/status.
+# The outer redirection keeps bash's own "File size limit exceeded" notices off the output.
+run() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    { (cd "$dir" && exec timeout -k 5 "$TIMEOUT" "$@" >"$dir/stdout" 2>"$dir/stderr" </dev/null); } 2>/dev/null
+    echo $? >"$dir/status"
+}
+
+# report CASE TRACE JSON [options]: `heaplens report --json JSON TRACE`, outside any limit.
+report() {
+    local name=$1 trace=$2 json=$3
+    shift 3
+    if timeout -k 5 "$TIMEOUT" "$HL" report -q --json "$json" "$@" "$trace" >/dev/null 2>"$json.stderr" </dev/null &&
+        [ -s "$json" ]; then
+        return 0
+    fi
+    fail "$name: report" "heaplens report failed on $trace: $(head -c 200 "$json.stderr")"
+    return 1
+}
+
+# first_child JSON: the trace of the first child a `heaplens run --json` report lists (the
+# report writes each top-level key on a line of its own).
+first_child() {
+    sed -n 's/^  "children": \[{"pid": [0-9]*, "trace": "\([^"]*\)".*/\1/p' "$1"
+}
+
+need() { # need PROG...: fails setup when a program is missing
+    local p ok=0
+    for p in "$@"; do
+        [ -x "$PROGS/$p" ] || { fail "setup" "$PROGS/$p missing (make $PROGS/$p)"; ok=1; }
+    done
+    return $ok
+}
+
+[ -x "$HL" ] && [ -f "$LIB" ] || { fail setup "$HL or $LIB missing (make all)"; finish; }
+need harm_fsize || finish
+
+# ================================================================================================
+# A small `ulimit -f`: the trace outgrows it and the agent's writes fail with EFBIG. Natively
+# nothing of the program's passes the limit but what it writes itself; under heaplens its exit
+# status, its output and its own SIGXFSZ (counted by its handler, left pending while it blocks
+# it, or killing it) stay exactly as natively. The first chunk of the trace (under 1 KiB) fits in
+# the limit; the next, which dlclose makes the agent write from the program's own thread, does
+# not. The trace then says it was cut, and one line says why.
+# ================================================================================================
+FSIZE_KIB=8
+for mode in quiet own blocked die; do
+    name="ulimit -f $FSIZE_KIB, $mode"
+    D=$WORK/fsize_$mode
+    (ulimit -f $FSIZE_KIB && run "$D/native" "$PROGS/harm_fsize" "$mode" "$D/native/own.data")
+    (ulimit -f $FSIZE_KIB && run "$D/hl" "$HL" run -q -o "$D/t.hl" -- "$PROGS/harm_fsize" "$mode" "$D/hl/own.data")
+    same_run "$name" "$D/native" "$D/hl"
+    [ "$mode" = die ] && continue # killed by its own write, perhaps before a trace write failed
+    n=$(grep -c "file size limit reached" "$D/hl/stderr")
+    [ "$n" = 1 ] && pass "$name: one line says the file size limit was reached" ||
+        fail "$name: message" "$n lines: $(head -c 300 "$D/hl/stderr" | tr '\n' '|')"
+    report "$name" "$D/t.hl" "$D/r.json" && check "$name" "$D/r.json" "j['trace_complete'] == False"
+done
+# The issue's own case: sqlite3 (a real program, when installed).
+if command -v sqlite3 >/dev/null; then
+    D=$WORK/fsize_sqlite3
+    (ulimit -f 2 && run "$D/native" sqlite3 :memory: 'select 1')
+    (ulimit -f 2 && run "$D/hl" "$HL" run -q -o "$D/t.hl" -- sqlite3 :memory: 'select 1')
+    same_run "ulimit -f 2, sqlite3" "$D/native" "$D/hl"
+else
+    skip "ulimit -f 2, sqlite3" "sqlite3 not installed"
+fi
+
+finish
