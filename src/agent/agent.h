@@ -180,6 +180,7 @@ size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max);
 // ---------------------------------------------------------------------------------------------
 // log.c: allocation-free diagnostics on stderr, rate limited.
 // ---------------------------------------------------------------------------------------------
+void log_init(void); // at start: the agent's own copy of stderr (none when 2 is not open)
 void hl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int hl_fmt(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 

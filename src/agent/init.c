@@ -110,6 +110,7 @@ void agent_init(void) {
         boot->busy = was_busy;
         return;
     }
+    log_init(); // before the program can touch its descriptor 2
     if (thread_key_init() != 0) {
         hl_log("cannot create a thread key; not tracing");
         atomic_store(&hl_phase, HL_DONE);

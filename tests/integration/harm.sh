@@ -92,7 +92,7 @@ need() { # need PROG...: fails setup when a program is missing
 }
 
 [ -x "$HL" ] && [ -f "$LIB" ] || { fail setup "$HL or $LIB missing (make all)"; finish; }
-need harm_fsize || finish
+need harm_fsize harm_stderr || finish
 
 # ================================================================================================
 # A small `ulimit -f`: the trace outgrows it and the agent's writes fail with EFBIG. Natively
@@ -123,6 +123,66 @@ if command -v sqlite3 >/dev/null; then
     same_run "ulimit -f 2, sqlite3" "$D/native" "$D/hl"
 else
     skip "ulimit -f 2, sqlite3" "sqlite3 not installed"
+fi
+
+# ================================================================================================
+# The program's descriptor 2 is its own: it closes it and opens its data file there, then the
+# agent has something to say (the trace outgrows a file size limit, or fills a small disk). The
+# data file must hold only the program's bytes; the message goes to the stderr the program
+# started with, or nowhere.
+# ================================================================================================
+DATA_EXPECTED=$'data line 1\ndata line 2'
+data_is_programs() { # CASE FILE
+    if [ "$(cat "$2" 2>/dev/null)" = "$DATA_EXPECTED" ]; then
+        pass "$1: the data file on descriptor 2 holds only the program's bytes"
+    else
+        fail "$1: data file" "$(head -c 300 "$2" 2>/dev/null | tr '\n' '|')"
+    fi
+}
+STDERR_KIB=16
+for mode in plain reuse; do
+    name="fd 2 reopened ($mode), ulimit -f $STDERR_KIB"
+    D=$WORK/stderr_$mode
+    (ulimit -f $STDERR_KIB && run "$D" "$HL" run -q -o "$D/t.hl" -- "$PROGS/harm_stderr" "$mode" "$D/data")
+    [ "$(cat "$D/status")" = 0 ] && grep -qx "harm_stderr done" "$D/stdout" &&
+        pass "$name: the program ran to its end" ||
+        fail "$name: the program ran to its end" "status $(cat "$D/status"): $(head -c 200 "$D/stdout")"
+    data_is_programs "$name" "$D/data"
+    if [ "$mode" = plain ]; then
+        # The agent's duplicate of the original stderr is intact: the message arrives there.
+        grep -q "^heaplens: .*file size limit reached" "$D/stderr" &&
+            pass "$name: the agent's message went to the original stderr" ||
+            fail "$name: message" "not on the original stderr: $(head -c 300 "$D/stderr" | tr '\n' '|')"
+    fi
+done
+
+# No descriptor 2 at start: the agent writes no message at all (here without the CLI, which
+# needs a stderr of its own).
+name="fd 2 closed at start"
+D=$WORK/stderr_closed
+mkdir -p "$D"
+(ulimit -f $STDERR_KIB && cd "$D" && HEAPLENS_OUTPUT="$D/t.hl" LD_PRELOAD="$LIB" \
+    timeout -k 5 "$TIMEOUT" "$PROGS/harm_stderr" plain "$D/data" >"$D/stdout" 2>&- </dev/null)
+st=$?
+[ "$st" = 0 ] && pass "$name: exit status 0" || fail "$name: exit status" "got $st"
+data_is_programs "$name" "$D/data"
+
+# A full disk (a 64 KiB tmpfs in a private mount namespace) rather than a file size limit.
+name="fd 2 reopened, disk full"
+D=$WORK/stderr_disk_full
+mkdir -p "$D/disk"
+if unshare -rm true 2>/dev/null; then
+    unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1/disk" && cd "$1" &&
+        timeout -k 5 "$2" "$3" run -q -o "$1/disk/t.hl" -- "$4" plain "$1/data" >"$1/stdout" 2>"$1/stderr" </dev/null
+        echo $? >"$1/status"' sh "$D" "$TIMEOUT" "$HL" "$PROGS/harm_stderr"
+    [ "$(cat "$D/status" 2>/dev/null)" = 0 ] && pass "$name: exit status 0" ||
+        fail "$name: exit status" "got $(cat "$D/status" 2>/dev/null)"
+    data_is_programs "$name" "$D/data"
+    grep -q "^heaplens: .*disk full" "$D/stderr" &&
+        pass "$name: the agent's message went to the original stderr" ||
+        fail "$name: message" "not on the original stderr: $(head -c 300 "$D/stderr" | tr '\n' '|')"
+else
+    skip "$name" "no private mount namespace here (unshare -rm)"
 fi
 
 finish
