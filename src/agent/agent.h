@@ -194,6 +194,9 @@ void thread_unlock(void);
 void thread_reset_after_fork(void);
 int thread_key_init(void);
 uint32_t thread_count(void);
+void thread_uncount_agent_thread(void); // the writer exists: not a thread of glibc's count
+int thread_program_is_gone(void);       // writer: is every other task gone? (fallback only)
+int thread_task_has_exited(int tid);    // gone, or a zombie (main after its pthread_exit)
 
 // ---------------------------------------------------------------------------------------------
 // ring (inline): the producer side, used on the hot path.

@@ -126,7 +126,7 @@ static int stop_world(int self_tid) {
 
     int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     char dents[4096];
-    int writer = writer_thread_id();
+    int writer = writer_thread_id(), pid = getpid();
     for (;;) {
         if (fd < 0)
             break;
@@ -141,6 +141,8 @@ static int stop_world(int self_tid) {
                 tid = tid * 10 + (*s - '0');
             if (tid <= 0 || tid == self_tid || tid == writer || nparked >= HL_MAX_PARKED)
                 continue;
+            if (tid == pid && thread_task_has_exited(tid))
+                continue; // main's pthread_exit: a zombie until the process ends, takes no signal
             parked[nparked].tid = tid;
             atomic_store(&parked[nparked].is_parked, 0);
             nparked++;
@@ -430,7 +432,8 @@ static int is_sp_in(uintptr_t sp, const map_t* m) { return sp >= m->lo && sp < m
 int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     static char* maps_text;
     static size_t maps_cap;
-    if (read_all("/proc/self/maps", &maps_text, &maps_cap) < 0)
+    // thread-self: after main's pthread_exit, /proc/self is its zombie, which shows no mappings
+    if (read_all("/proc/thread-self/maps", &maps_text, &maps_cap) < 0)
         return -1;
     size_t max_maps = 1 + maps_cap / 32;
     map_t* maps = os_map(max_maps * sizeof(map_t));

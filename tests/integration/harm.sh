@@ -92,7 +92,32 @@ need() { # need PROG...: fails setup when a program is missing
 }
 
 [ -x "$HL" ] && [ -f "$LIB" ] || { fail setup "$HL or $LIB missing (make all)"; finish; }
-need harm_fsize harm_stderr || finish
+need harm_pthread_exit harm_fsize harm_stderr || finish
+
+# ================================================================================================
+# main() ends with pthread_exit: natively the process exits 0 when its last thread has gone
+# (glibc calls exit(0) there, so atexit handlers and destructors run). Under heaplens the agent's
+# writer thread must not keep it alive: alone, with a thread that outlives main and allocates,
+# and with one that never allocates.
+# ================================================================================================
+for mode in alone worker quiet; do
+    name="pthread_exit $mode"
+    D=$WORK/pthread_exit_$mode
+    run "$D/native" "$PROGS/harm_pthread_exit" "$mode"
+    run "$D/hl" "$HL" run -q -o "$D/t.hl" -- "$PROGS/harm_pthread_exit" "$mode"
+    same_run "$name" "$D/native" "$D/hl"
+    grep -qx "atexit ran" "$D/hl/stdout" && grep -qx "destructor ran" "$D/hl/stdout" &&
+        pass "$name: atexit handler and destructor ran" ||
+        fail "$name: exit handlers" "stdout: $(head -c 200 "$D/hl/stdout" | tr '\n' '|')"
+    report "$name" "$D/t.hl" "$D/r.json" || continue
+    # The global `kept` holds 300 bytes (reachable); the worker loses 200 (worker_leak).
+    exprs=("j['trace_complete'] == True" "scanned == True" "end['how'] == 'exit'" "end['value'] == 0"
+        "rec('reachable', 'keep_global') == {'bytes': 300, 'blocks': 1, 'records': 1}")
+    if [ "$mode" = worker ]; then
+        exprs+=("rec('definite', 'worker_leak') == {'bytes': 200, 'blocks': 1, 'records': 1}" "totals['threads'] == 2")
+    fi
+    check "$name" "$D/r.json" "${exprs[@]}"
+done
 
 # ================================================================================================
 # A small `ulimit -f`: the trace outgrows it and the agent's writes fail with EFBIG. Natively
