@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // thread.c - the thread registry: each thread that allocates gets an index and a ring the
 // writer drains. Rings of exited threads are drained, then reused by new threads, so a program
-// that creates threads forever holds only as many rings as it has threads at once. Also how the
+// that creates threads forever holds only as many rings as it has threads at once. Also the
+// threads the program makes with clone(CLONE_VM) rather than pthread_create, and how the
 // process ends when its last thread exits while the writer still runs.
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -168,6 +169,79 @@ int thread_program_is_gone(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Children of clone(CLONE_VM): threads the program made without pthread_create. They share the
+// agent's memory and, unless given a TLS of their own, their parent's thread pointer, so
+// pthread_getspecific would hand them the parent's state (one ring, two producers). While any
+// lives, thread_self's fast path is off (hl_thread_key_ready is HL_KEY_BY_TID) and every thread
+// is first looked up by its tid: a gettid per call, only in a program that makes such children
+// and only while one lives. A child is known gone when the kernel clears its `here` word
+// (CLONE_CHILD_CLEARTID, asked by the agent when the program passes no child tid word of its
+// own), which it does when the child exits and when it execs, leaving this address space.
+// ---------------------------------------------------------------------------------------------
+#define HL_CLONE_CHILDREN 64 // such children alive at once with a state of their own
+static hl_clone_child_t clone_children[HL_CLONE_CHILDREN];
+static int clone_children_live; // slots in use; under the registry lock
+
+hl_clone_child_t* thread_clone_reserve(void) {
+    thread_lock();
+    hl_clone_child_t* c = NULL;
+    for (int i = 0; i < HL_CLONE_CHILDREN && !c; i++)
+        if (!clone_children[i].in_use)
+            c = &clone_children[i];
+    hl_thread_t* t = c ? state_new_locked() : NULL;
+    if (t) {
+        c->in_use = 1;
+        atomic_store(&c->tid, 0);
+        atomic_store(&c->here, 1);
+        c->state = t;
+        if (clone_children_live++ == 0)
+            atomic_store(&hl_thread_key_ready, HL_KEY_BY_TID);
+    }
+    thread_unlock();
+    return t ? c : NULL;
+}
+
+static void clone_release_locked(hl_clone_child_t* c) {
+    state_retire_locked(c->state);
+    c->state = NULL;
+    atomic_store(&c->tid, 0);
+    c->in_use = 0;
+    if (--clone_children_live == 0)
+        atomic_store(&hl_thread_key_ready, HL_KEY_READY);
+}
+
+void thread_clone_release(hl_clone_child_t* c) {
+    thread_lock();
+    if (c->in_use)
+        clone_release_locked(c);
+    thread_unlock();
+}
+
+static int clone_child_left(const hl_clone_child_t* c) {
+    return c->in_use && c->release_by == HL_CLONE_RELEASED_BY_KERNEL && atomic_load(&c->here) == 0;
+}
+
+// From the writer and from clone's parent: the lock makes sure a slot seen empty is not one
+// the other released and a new child took meanwhile.
+void thread_clone_sweep(void) {
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++) {
+        if (!clone_child_left(&clone_children[i]))
+            continue; // nothing to take: no lock
+        thread_lock();
+        if (clone_child_left(&clone_children[i]))
+            clone_release_locked(&clone_children[i]);
+        thread_unlock();
+    }
+}
+
+static hl_thread_t* clone_child_state(int tid) {
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++)
+        if (atomic_load_explicit(&clone_children[i].tid, memory_order_acquire) == tid)
+            return clone_children[i].state;
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Thread states
 // ---------------------------------------------------------------------------------------------
 int thread_key_init(void) {
@@ -176,13 +250,21 @@ int thread_key_init(void) {
     if (pthread_key_create(&hl_thread_key, thread_exit_cb) != 0)
         return -1;
     libc_thread_count = dlvsym(RTLD_DEFAULT, "__nptl_nthreads", "GLIBC_PRIVATE");
-    atomic_store(&hl_thread_key_ready, 1);
+    atomic_store(&hl_thread_key_ready, HL_KEY_READY);
     return 0;
 }
 
 hl_thread_t* thread_self_slow(void) {
-    if (!atomic_load(&hl_thread_key_ready))
+    int mode = atomic_load(&hl_thread_key_ready);
+    if (!mode)
         return &boot_state;
+    if (mode == HL_KEY_BY_TID) {
+        hl_thread_t* t = clone_child_state(os_gettid());
+        if (!t)
+            t = pthread_getspecific(hl_thread_key);
+        if (t)
+            return t;
+    }
     thread_lock();
     hl_thread_t* t = state_new_locked();
     thread_unlock();
@@ -240,6 +322,12 @@ void thread_reset_after_fork(void) {
         r->tail_cache = 0;
         atomic_store(&r->is_dead, 2);
     }
+    // The parent's clone children are not here (what their rings held describes the parent).
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++)
+        clone_children[i] = (hl_clone_child_t){0};
+    clone_children_live = 0;
+    if (atomic_load(&hl_thread_key_ready))
+        atomic_store(&hl_thread_key_ready, HL_KEY_READY);
     hl_thread_t* self = thread_self();
     if (self->ring) {
         hl_ring_t* r = self->ring;

@@ -493,6 +493,7 @@ static void* writer_main(void* arg) {
         }
         pass(0);
         writer_unlock();
+        thread_clone_sweep();
         if (thread_program_is_gone()) {
             // Every thread of the program has exited and glibc's count (which includes this
             // thread: see thread.c) cannot say so: this thread is glibc's last. Returning, it

@@ -92,7 +92,7 @@ need() { # need PROG...: fails setup when a program is missing
 }
 
 [ -x "$HL" ] && [ -f "$LIB" ] || { fail setup "$HL or $LIB missing (make all)"; finish; }
-need harm_pthread_exit harm_fsize harm_stderr || finish
+need harm_pthread_exit harm_fsize harm_stderr harm_clone || finish
 
 # ================================================================================================
 # main() ends with pthread_exit: natively the process exits 0 when its last thread has gone
@@ -209,5 +209,66 @@ if unshare -rm true 2>/dev/null; then
 else
     skip "$name" "no private mount namespace here (unshare -rm)"
 fi
+
+# ================================================================================================
+# clone() and vfork(). Without CLONE_VM a child is a process of its own, traced as a fork child
+# is; with CLONE_VM it is a thread of the parent's trace, never counted as the parent. A vfork
+# child shares the parent's memory until it execs or exits: neither may end or cut the parent's
+# trace. posix_spawn (glibc's clone inside) must work as before; the spawned image has its own
+# trace.
+# ================================================================================================
+for mode in fork vm thread vfork spawn; do
+    name="clone $mode"
+    D=$WORK/clone_$mode
+    run "$D/native" "$PROGS/harm_clone" "$mode"
+    run "$D/hl" "$HL" run -q --json "$D/r.json" -o "$D/t.%p.hl" -- "$PROGS/harm_clone" "$mode"
+    same_run "$name" "$D/native" "$D/hl"
+    [ -s "$D/r.json" ] || { fail "$name: report" "no JSON report"; continue; }
+    # The parent: its own 333-byte block, whatever the child did; a complete trace.
+    parent=("j['trace_complete'] == True" "end['how'] == 'exit'" "end['value'] == 0")
+    case $mode in
+    fork)
+        check "$name (parent)" "$D/r.json" "${parent[@]}" "calls['malloc'] == 1" \
+            "names('child_leak') == []" "len(children) == 1"
+        child=$(first_child "$D/r.json")
+        if [ -n "$child" ] && report "$name" "$child" "$D/child.json"; then
+            check "$name (child)" "$D/child.json" "process['fork_child'] == True" \
+                "end['how'] == 'exit'" "end['value'] == 7" "calls['malloc'] == 4" \
+                "rec('definite', 'child_leak') == {'bytes': 222, 'blocks': 1, 'records': 1}"
+        else
+            fail "$name (child)" "no trace of the child"
+        fi
+        ;;
+    vm | thread)
+        size=444
+        [ $mode = thread ] && size=555
+        check "$name" "$D/r.json" "${parent[@]}" "calls['malloc'] == 5" "totals['threads'] == 2" \
+            "rec('reachable', 'child_work') == {'bytes': $size, 'blocks': 1, 'records': 1}"
+        # The child's four blocks are under a thread of their own, not the parent's.
+        trace=$(sed -n 's/^  "trace": "\(.*\)",\{0,1\}$/\1/p' "$D/r.json")
+        report "$name" "$trace" "$D/threads.json" --threads &&
+            check "$name" "$D/threads.json" \
+                "[(t['allocations'], t['bytes']) for t in j['threads'] if t['tid'] != process['pid']] == [(4, 4 * $size)]" \
+                "[(t['allocations'], t['bytes']) for t in j['threads'] if t['tid'] == process['pid']] == [(1, 333)]"
+        ;;
+    vfork)
+        # The vfork child's _exit(5) did not end the parent's trace (its later 333 is there);
+        # the exec of the clone(CLONE_VFORK) child wrote no EXEC into it, but a trace of its own.
+        check "$name" "$D/r.json" "${parent[@]}" "calls['malloc'] == 1" "len(children) == 1"
+        ;;
+    spawn)
+        check "$name" "$D/r.json" "${parent[@]}" "calls['malloc'] == 1" "len(children) == 1"
+        ;;
+    esac
+    if [ $mode = vfork ] || [ $mode = spawn ]; then
+        child=$(first_child "$D/r.json")
+        if [ -n "$child" ] && report "$name" "$child" "$D/child.json"; then
+            check "$name (exec'd image)" "$D/child.json" "process['argv'][1:] == ['exec-target']" \
+                "calls['malloc'] == 1" "totals['bytes_allocated'] == 666" "j['trace_complete'] == True"
+        else
+            fail "$name (exec'd image)" "no trace of it"
+        fi
+    fi
+done
 
 finish
