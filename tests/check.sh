@@ -48,6 +48,9 @@ tally "$out" foreign
 echo "== dropin (heaplens memcheck against valgrind: XML, text, suppressions, ctest)"
 out=$("$ROOT/tests/integration/dropin.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" dropin
+echo "== harm (the program runs as natively: pthread_exit, ulimit -f, its descriptor 2, clone)"
+out=$("$ROOT/tests/integration/harm.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" harm
 
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then

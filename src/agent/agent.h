@@ -82,12 +82,15 @@ typedef struct hl_thread_s {
 } hl_thread_t;
 
 extern pthread_key_t hl_thread_key;
+// 0 until the key exists; HL_KEY_BY_TID while clone(CLONE_VM) children live (thread.c)
 extern _Atomic int hl_thread_key_ready;
+enum { HL_KEY_READY = 1, HL_KEY_BY_TID = 2 };
 HL_COLD hl_thread_t* thread_self_slow(void);
 
 // This thread's state; never NULL.
 HL_INLINE hl_thread_t* thread_self(void) {
-    if (hl_likely(atomic_load_explicit(&hl_thread_key_ready, memory_order_relaxed))) {
+    if (hl_likely(atomic_load_explicit(&hl_thread_key_ready, memory_order_relaxed) ==
+                  HL_KEY_READY)) {
         hl_thread_t* t = pthread_getspecific(hl_thread_key);
         if (hl_likely(t != NULL))
             return t;
@@ -188,6 +191,7 @@ size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max);
 // ---------------------------------------------------------------------------------------------
 // log.c: allocation-free diagnostics on stderr, rate limited.
 // ---------------------------------------------------------------------------------------------
+void log_init(void); // at start: the agent's own copy of stderr (none when 2 is not open)
 void hl_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int hl_fmt(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -201,6 +205,28 @@ void thread_unlock(void);
 void thread_reset_after_fork(void);
 int thread_key_init(void);
 uint32_t thread_count(void);
+void thread_uncount_agent_thread(void); // the writer exists: not a thread of glibc's count
+int thread_program_is_gone(void);       // writer: is every other task gone? (fallback only)
+int thread_task_has_exited(int tid);    // gone, or a zombie (main after its pthread_exit)
+
+// A child of clone(CLONE_VM), a thread of the program's own making (hooks_os.c starts it).
+typedef struct hl_clone_child_s {
+    int in_use;
+    _Atomic int tid;    // written by the child first thing; looked up by thread_self_slow
+    _Atomic int here;   // 1 until the kernel clears it: the child exited or exec'd
+    int release_by;     // HL_CLONE_RELEASED_BY_*: who knows when the child has left
+    hl_thread_t* state; // its own, never its parent's
+    int (*fn)(void*);   // what the program asked the child to run
+    void* arg;
+} hl_clone_child_t;
+enum {
+    HL_CLONE_RELEASED_BY_KERNEL = 1, // `here` is its CLONE_CHILD_CLEARTID word (thread_clone_sweep)
+    HL_CLONE_RELEASED_BY_PARENT,     // CLONE_VFORK: gone from here once clone returns
+    HL_CLONE_RELEASED_BY_CHILD,      // when its function returns (the program has its own word)
+};
+hl_clone_child_t* thread_clone_reserve(void); // NULL when no slot or state is left
+void thread_clone_release(hl_clone_child_t* c);
+void thread_clone_sweep(void); // releases the children the kernel says are gone
 
 // ---------------------------------------------------------------------------------------------
 // ring (inline): the producer side, used on the hot path.
@@ -444,6 +470,10 @@ enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE 
 extern _Atomic int hl_phase;
 HL_COLD void agent_init(void);
 void agent_finish(int how, int value);
+void agent_fork_prepare(void); // around fork, and clone without CLONE_VM
+void agent_fork_parent(void);
+void agent_fork_child(void);
+int agent_owns_process(void); // 0 in a child sharing the memory: vfork's, clone(CLONE_VM)'s
 // The same from a signal handler: uc holds the interrupted registers (roots of the scan).
 void agent_finish_in(int how, int value, const struct ucontext_t* uc);
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// hooks_os.c - mappings (mmap, munmap, mremap), the module list (dlopen, dlclose) and the ways
-// an image ends without running destructors (_exit, _Exit, exec*).
+// hooks_os.c - mappings (mmap, munmap, mremap), the module list (dlopen, dlclose), the ways
+// an image ends without running destructors (_exit, _Exit, exec*) and children made by clone.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -10,7 +12,8 @@
 
 #include "agent.h"
 
-#define TRACING() (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !thread_self()->busy)
+#define TRACING()                                                                                  \
+    (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !thread_self()->busy)
 
 static HL_COLD void resolve_now(void) {
     if (atomic_load(&hl_real_ready) != 2 && !thread_self()->busy) {
@@ -218,4 +221,110 @@ HL_EXPORT int execle(const char* path, const char* arg0, ...) {
     collect_args(arg0, ap, argv, &envp);
     va_end(ap);
     return execve(path, argv, envp);
+}
+
+// ---------------------------------------------------------------------------------------------
+// clone: a child made without fork or pthread_create. Without CLONE_VM it is a process of its
+// own, as after fork: its own trace. With CLONE_VM it runs in this address space, as a thread:
+// a state, a ring and a thread index of its own (thread.c), never its parent's. glibc's
+// pthread_create and posix_spawn make theirs through an internal clone, not this name. vfork
+// cannot be wrapped (its child returns into the wrapper's frame, which the parent then returns
+// through); its child shares every state of its parent until exec or _exit, which is why those
+// paths act only in the process the trace belongs to (agent_owns_process).
+// ---------------------------------------------------------------------------------------------
+typedef int (*clone_fn_t)(void*);
+static int (*real_clone)(clone_fn_t, void*, int, void*, ...);
+
+typedef struct fork_start_s {
+    clone_fn_t fn;
+    void* arg;
+} fork_start_t;
+
+// The child without CLONE_VM: its memory is a copy of the parent's, taken with the agent's locks
+// held (agent_fork_prepare), so it starts from a consistent state, as a fork child does.
+static int start_forked(void* p) {
+    fork_start_t start = *(fork_start_t*)p; // in the parent's frame, as copied with the memory
+    agent_fork_child();
+    int rc = start.fn(start.arg);
+    // glibc's clone ends the child with a bare exit system call, no exit handlers: its status
+    // is fn's value, as it is for _exit.
+    agent_finish(HL_END_EXIT, rc & 0xff);
+    return rc;
+}
+
+// The child with CLONE_VM: known by its tid from its first instruction on.
+static int start_shared(void* p) {
+    hl_clone_child_t* c = p;
+    atomic_store_explicit(&c->tid, os_gettid(), memory_order_release);
+    int rc = c->fn(c->arg);
+    if (c->release_by == HL_CLONE_RELEASED_BY_CHILD)
+        thread_clone_release(c); // only its bare exit system call follows
+    return rc;
+}
+
+static int clone_shared(clone_fn_t fn, void* stack, int flags, void* arg, pid_t* ptid, void* tls,
+                        pid_t* ctid) {
+    hl_clone_child_t* c = thread_clone_reserve();
+    if (!c) {
+        static _Atomic int told;
+        if (!atomic_exchange(&told, 1))
+            hl_log("too many clone(CLONE_VM) children at once: the rest count as their parent");
+        return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+    }
+    c->fn = fn;
+    c->arg = arg;
+    if (flags & CLONE_VFORK) {
+        c->release_by = HL_CLONE_RELEASED_BY_PARENT; // it has exec'd or exited when clone returns
+    } else if (!(flags & (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID))) {
+        // The kernel clears the word when the child exits or execs, whichever way it does.
+        c->release_by = HL_CLONE_RELEASED_BY_KERNEL;
+        flags |= CLONE_CHILD_CLEARTID;
+        ctid = (pid_t*)&c->here;
+    } else {
+        c->release_by = HL_CLONE_RELEASED_BY_CHILD; // the program's own word is not the agent's
+    }
+    int rc = real_clone(start_shared, stack, flags, c, ptid, tls, ctid);
+    int saved_errno = errno;
+    if (rc < 0 || c->release_by == HL_CLONE_RELEASED_BY_PARENT)
+        thread_clone_release(c);
+    thread_clone_sweep();
+    errno = saved_errno;
+    return rc;
+}
+
+HL_EXPORT int clone(clone_fn_t fn, void* stack, int flags, void* arg, ...) {
+    // What follows arg is read only as the flags say it was passed (clone(2)).
+    pid_t *ptid = NULL, *ctid = NULL;
+    void* tls = NULL;
+    va_list ap;
+    va_start(ap, arg);
+    if (flags & (CLONE_PARENT_SETTID | CLONE_PIDFD | CLONE_SETTLS | CLONE_CHILD_SETTID |
+                 CLONE_CHILD_CLEARTID))
+        ptid = va_arg(ap, pid_t*);
+    if (flags & (CLONE_SETTLS | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID))
+        tls = va_arg(ap, void*);
+    if (flags & (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID))
+        ctid = va_arg(ap, pid_t*);
+    va_end(ap);
+    if (hl_unlikely(!real_clone)) {
+        int was_busy = thread_self()->busy;
+        thread_self()->busy = 1;
+        *(void**)&real_clone = dlsym(RTLD_NEXT, "clone");
+        thread_self()->busy = was_busy;
+        if (!real_clone) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    if (!fn || !TRACING())
+        return real_clone(fn, stack, flags, arg, ptid, tls, ctid);
+    if (flags & CLONE_VM)
+        return clone_shared(fn, stack, flags, arg, ptid, tls, ctid);
+    fork_start_t start = {fn, arg};
+    agent_fork_prepare();
+    int rc = real_clone(start_forked, stack, flags, &start, ptid, tls, ctid);
+    int saved_errno = errno;
+    agent_fork_parent();
+    errno = saved_errno;
+    return rc;
 }

@@ -26,9 +26,19 @@ int agent_is_from_start(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// fork
+// fork, and clone without CLONE_VM (hooks_os.c), which makes a process as fork does but runs no
+// atfork handlers
 // ---------------------------------------------------------------------------------------------
-static void fork_prepare(void) {
+// The process whose trace this memory describes. A child that shares the memory without being
+// that process (vfork's, clone(CLONE_VM)'s without CLONE_THREAD) must not end or cut the trace
+// when it execs or exits: the parent is still running.
+static int agent_pid;
+
+int agent_owns_process(void) {
+    return (int)syscall(SYS_getpid) == agent_pid;
+}
+
+void agent_fork_prepare(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
     writer_lock();
@@ -37,7 +47,7 @@ static void fork_prepare(void) {
     stacks_lock();
 }
 
-static void fork_parent(void) {
+void agent_fork_parent(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
     stacks_unlock();
@@ -46,9 +56,10 @@ static void fork_parent(void) {
     writer_unlock();
 }
 
-static void fork_child(void) {
+void agent_fork_child(void) {
     if (atomic_load(&hl_phase) != HL_ON)
         return;
+    agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
     live_reset_after_fork();
     uint32_t parent_threads = thread_count();
@@ -95,6 +106,7 @@ void agent_init(void) {
         boot->busy = was_busy;
         return;
     }
+    log_init(); // before the program can touch its descriptor 2
     if (thread_key_init() != 0) {
         hl_log("cannot create a thread key; not tracing");
         atomic_store(&hl_phase, HL_DONE);
@@ -115,7 +127,8 @@ void agent_init(void) {
     unwind_init();
     live_init();
     stacks_init();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    agent_pid = (int)syscall(SYS_getpid);
+    pthread_atfork(agent_fork_prepare, agent_fork_parent, agent_fork_child);
     on_exit_registered = on_exit(on_exit_cb, NULL) == 0;
     if (sink_open() != 0) {
         atomic_store(&hl_phase, HL_DONE);
@@ -149,7 +162,7 @@ __attribute__((constructor)) static void agent_ctor(void) {
 // ---------------------------------------------------------------------------------------------
 void agent_finish_in(int how, int value, const ucontext_t* uc) {
     static _Atomic int finishing;
-    if (atomic_load(&hl_phase) != HL_ON || atomic_exchange(&finishing, 1))
+    if (atomic_load(&hl_phase) != HL_ON || !agent_owns_process() || atomic_exchange(&finishing, 1))
         return;
     int was_busy = thread_self()->busy;
     thread_self()->busy = 1;
@@ -175,7 +188,7 @@ void agent_finish(int how, int value) {
 }
 
 void agent_before_exec(const char* path) {
-    if (atomic_load(&hl_phase) != HL_ON || thread_self()->busy)
+    if (atomic_load(&hl_phase) != HL_ON || thread_self()->busy || !agent_owns_process())
         return;
     // fork then exec at once (system, popen, a shell running a command): the exec'd image
     // writes its own trace; the moment in between is not worth a file of its own.

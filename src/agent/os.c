@@ -4,8 +4,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -143,21 +145,49 @@ size_t os_agent_ranges(uintptr_t (*out)[2], size_t max) {
     return range_list(&agent_ranges, out, max);
 }
 
+// A write that would pass RLIMIT_FSIZE (`ulimit -f`) fails with EFBIG and sends SIGXFSZ to the
+// writing thread, whose default action kills the process (status 153): the program must never
+// die of the agent's writes. SIGXFSZ is blocked around them (raw rt_sigprocmask: the program's
+// own sigprocmask may be interposed too), and the one signal a failed write generated is taken
+// back with a zero-timeout sigtimedwait. A SIGXFSZ that was already pending (the program's own,
+// blocked by it) is left alone: standard signals do not queue, so the write added nothing to it.
+#define HL_SIGSET_BYTES 8 // the kernel's sigset_t (64 signals), not glibc's 128-byte one
+
+static uint64_t sig_bit(int sig) {
+    return 1ull << (sig - 1);
+}
+
 long os_write_all(int fd, const void* buf, size_t len) {
+    const uint64_t xfsz = sig_bit(SIGXFSZ);
+    uint64_t old_mask = 0, pending = 0;
+    int saved_errno = errno; // the program's, when this runs on its thread
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &xfsz, &old_mask, HL_SIGSET_BYTES);
+    syscall(SYS_rt_sigpending, &pending, HL_SIGSET_BYTES);
     const char* p = buf;
+    long result = 0;
     while (len > 0) {
         long r = syscall(SYS_write, fd, p, len);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            return -errno;
+            result = -errno;
+            break;
         }
-        if (r == 0)
-            return -EIO;
+        if (r == 0) {
+            result = -EIO;
+            break;
+        }
         p += r;
         len -= (size_t)r;
     }
-    return 0;
+    if (result == -EFBIG && !(pending & xfsz)) {
+        struct timespec now = {0, 0};
+        syscall(SYS_rt_sigtimedwait, &xfsz, NULL, &now, HL_SIGSET_BYTES);
+    }
+    if (!(old_mask & xfsz))
+        syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &xfsz, NULL, HL_SIGSET_BYTES);
+    errno = saved_errno;
+    return result;
 }
 
 int os_gettid(void) {

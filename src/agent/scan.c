@@ -202,7 +202,7 @@ static int list_other_threads(int self_tid, parked_t* out, int max) {
     if (fd < 0)
         return 0;
     char dents[4096];
-    int writer = writer_thread_id(), n = 0;
+    int writer = writer_thread_id(), pid = (int)getpid(), n = 0;
     for (;;) {
         long got = syscall(SYS_getdents64, fd, dents, sizeof dents);
         if (got <= 0)
@@ -215,6 +215,8 @@ static int list_other_threads(int self_tid, parked_t* out, int max) {
                 tid = tid * 10 + (*c - '0');
             if (tid <= 0 || tid == self_tid || tid == writer)
                 continue;
+            if (tid == pid && thread_task_has_exited(tid))
+                continue; // main's pthread_exit: a zombie until the process ends, takes no signal
             if (out && n < max) {
                 out[n].tid = tid;
                 atomic_store(&out[n].is_parked, 0);
@@ -771,7 +773,8 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped)
     map_t* maps = NULL;
     lc_range_t* vt = NULL;
     size_t max_maps = 0, n = 0;
-    if (world_runs_on || read_all("/proc/self/maps", &maps_text, &maps_cap) < 0)
+    // thread-self: after main's pthread_exit, /proc/self is its zombie, which shows no mappings
+    if (world_runs_on || read_all("/proc/thread-self/maps", &maps_text, &maps_cap) < 0)
         goto no_memory;
 
     // Everything but the roots in one mapping, sized by a first carve that only counts.

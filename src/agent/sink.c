@@ -349,7 +349,9 @@ int sink_end_chunk(void) {
     chunk_raw = 0;
     if (r != 0) {
         hl_log("writing %s failed (%s); tracing stops here, the program goes on", path,
-               r == -ENOSPC ? "disk full" : "I/O error");
+               r == -ENOSPC  ? "disk full"
+               : r == -EFBIG ? "file size limit reached"
+                             : "I/O error");
         close(sink_fd);
         sink_fd = -1;
         sink_failed = 1;

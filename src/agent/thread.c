@@ -1,17 +1,25 @@
 // SPDX-License-Identifier: MIT
 // thread.c - the thread registry: each thread that allocates gets an index and a ring the
 // writer drains. Rings of exited threads are drained, then reused by new threads, so a program
-// that creates threads forever holds only as many rings as it has threads at once.
+// that creates threads forever holds only as many rings as it has threads at once. Also the
+// threads the program makes with clone(CLONE_VM) rather than pthread_create, and how the
+// process ends when its last thread exits while the writer still runs.
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "agent.h"
 
 pthread_key_t hl_thread_key;
 _Atomic int hl_thread_key_ready;
 
-static hl_ring_t* ring_list;      // every ring ever made, newest first
+static hl_ring_t* ring_list; // every ring ever made, newest first
 static _Atomic int registry_lock;
 static _Atomic uint32_t next_index;
 
@@ -26,10 +34,47 @@ void thread_lock(void) {
     while (atomic_exchange_explicit(&registry_lock, 1, memory_order_acquire))
         sched_yield();
 }
-void thread_unlock(void) { atomic_store_explicit(&registry_lock, 0, memory_order_release); }
+void thread_unlock(void) {
+    atomic_store_explicit(&registry_lock, 0, memory_order_release);
+}
 
-hl_ring_t* thread_rings(void) { return ring_list; }
-uint32_t thread_count(void) { return atomic_load(&next_index); }
+hl_ring_t* thread_rings(void) {
+    return ring_list;
+}
+uint32_t thread_count(void) {
+    return atomic_load(&next_index);
+}
+
+// A fresh state from the pool (NULL when no page can be had). The caller holds the lock.
+static hl_thread_t* state_new_locked(void) {
+    hl_thread_t* t = free_states;
+    if (t) {
+        free_states = *(hl_thread_t**)t;
+    } else {
+        hl_thread_t* page = os_map(HL_STATES_PER_PAGE * sizeof(hl_thread_t));
+        if (!page)
+            return NULL;
+        for (size_t i = 1; i < HL_STATES_PER_PAGE - 1; i++)
+            *(hl_thread_t**)&page[i] = &page[i + 1];
+        *(hl_thread_t**)&page[HL_STATES_PER_PAGE - 1] = NULL;
+        free_states = &page[1];
+        t = &page[0];
+    }
+    void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
+    *t = (hl_thread_t){.unwind_cache = cache};
+    return t;
+}
+
+// The thread of t is gone: its ring to the writer (drained, then reused), t to the pool. The
+// caller holds the lock.
+static void state_retire_locked(hl_thread_t* t) {
+    hl_ring_t* r = t->ring;
+    t->ring = NULL;
+    if (r)
+        atomic_store_explicit(&r->is_dead, 1, memory_order_release);
+    *(hl_thread_t**)t = free_states;
+    free_states = t;
+}
 
 // Runs at thread exit: hand the ring to the writer, the state back to the pool.
 static void thread_exit_cb(void* arg) {
@@ -38,49 +83,193 @@ static void thread_exit_cb(void* arg) {
         return;
     scan_note_dead_stack((uintptr_t)__builtin_frame_address(0),
                          (uintptr_t)__builtin_thread_pointer());
-    hl_ring_t* r = t->ring;
     thread_lock();
-    t->ring = NULL;
-    if (r)
-        atomic_store_explicit(&r->is_dead, 1, memory_order_release);
     if (!t->busy) { // the writer's state stays: it never exits while tracing
-        *(hl_thread_t**)t = free_states;
-        free_states = t;
+        state_retire_locked(t);
+    } else if (t->ring) {
+        atomic_store_explicit(&t->ring->is_dead, 1, memory_order_release);
+        t->ring = NULL;
     }
     thread_unlock();
 }
 
+// ---------------------------------------------------------------------------------------------
+// The end of the last thread. glibc counts the threads it runs (__nptl_nthreads); the one that
+// takes the count to zero, main's pthread_exit included, calls exit(0) on its way out, so atexit
+// handlers and destructors run and the process ends with status 0. The writer is a thread the
+// program did not make, and it never exits: counted, it would keep the process alive for ever
+// once the program's threads are gone. So it is taken out of the count as soon as it exists,
+// and glibc ends the process on the program's last thread exactly as without heaplens (with
+// that thread's signal mask, at the moment it exits, whether or not it ever allocated); the
+// agent then finishes the trace from the exit handlers as on any exit.
+// The other ways fall short: the writer noticing it is alone (/proc) and calling exit(0) would
+// run the program's atexit handlers on the agent's thread (another pthread_self, another copy
+// of every thread-local, every signal blocked) and only once it wakes; an interposed
+// pthread_exit misses a last thread that returns from its start routine, and threads the
+// agent never saw. The first of those stays as the fallback for a libc that does not export the
+// count (glibc before 2.34 kept it hidden in libpthread): see thread_program_is_gone.
+// ---------------------------------------------------------------------------------------------
+static unsigned int* libc_thread_count; // glibc's __nptl_nthreads, or NULL
+
+void thread_uncount_agent_thread(void) {
+    if (libc_thread_count)
+        __atomic_fetch_sub(libc_thread_count, 1, __ATOMIC_ACQ_REL);
+}
+
+// Has the task left (gone, or a zombie: a group leader that exited stays one until the last
+// thread of its group is gone)? From the state letter of /proc/self/task/TID/stat.
+int thread_task_has_exited(int tid) {
+    char path[64], buf[512];
+    hl_fmt(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 1;
+    buf[n] = 0;
+    const char* name_end = NULL; // the name may itself hold ')': the state follows the last
+    for (const char* s = buf; *s; s++)
+        if (*s == ')')
+            name_end = s;
+    char state = name_end && name_end[1] == ' ' ? name_end[2] : 0;
+    return state == 'Z' || state == 'X';
+}
+
+// Only where libc_thread_count is missing, and only once every ring is dead (nothing is read
+// while a known program thread lives): is every task but the calling one (the writer) gone?
+// Tasks that never allocated have no ring; /proc is what sees them.
+int thread_program_is_gone(void) {
+    if (libc_thread_count)
+        return 0;
+    int live = 0;
+    thread_lock();
+    for (hl_ring_t* r = ring_list; r && !live; r = r->next)
+        live = atomic_load_explicit(&r->is_dead, memory_order_acquire) == 0;
+    thread_unlock();
+    if (live)
+        return 0;
+    int fd =
+        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int self = os_gettid(), others = 0;
+    char dents[4096];
+    for (long n; !others && (n = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0;) {
+        for (long off = 0; off < n && !others;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            int tid = (int)strtol(d->d_name, NULL, 10);
+            others = tid > 0 && tid != self && !thread_task_has_exited(tid);
+        }
+    }
+    close(fd);
+    return !others;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Children of clone(CLONE_VM): threads the program made without pthread_create. They share the
+// agent's memory and, unless given a TLS of their own, their parent's thread pointer, so
+// pthread_getspecific would hand them the parent's state (one ring, two producers). While any
+// lives, thread_self's fast path is off (hl_thread_key_ready is HL_KEY_BY_TID) and every thread
+// is first looked up by its tid: a gettid per call, only in a program that makes such children
+// and only while one lives. A child is known gone when the kernel clears its `here` word
+// (CLONE_CHILD_CLEARTID, asked by the agent when the program passes no child tid word of its
+// own), which it does when the child exits and when it execs, leaving this address space.
+// ---------------------------------------------------------------------------------------------
+#define HL_CLONE_CHILDREN 64 // such children alive at once with a state of their own
+static hl_clone_child_t clone_children[HL_CLONE_CHILDREN];
+static int clone_children_live; // slots in use; under the registry lock
+
+hl_clone_child_t* thread_clone_reserve(void) {
+    thread_lock();
+    hl_clone_child_t* c = NULL;
+    for (int i = 0; i < HL_CLONE_CHILDREN && !c; i++)
+        if (!clone_children[i].in_use)
+            c = &clone_children[i];
+    hl_thread_t* t = c ? state_new_locked() : NULL;
+    if (t) {
+        c->in_use = 1;
+        atomic_store(&c->tid, 0);
+        atomic_store(&c->here, 1);
+        c->state = t;
+        if (clone_children_live++ == 0)
+            atomic_store(&hl_thread_key_ready, HL_KEY_BY_TID);
+    }
+    thread_unlock();
+    return t ? c : NULL;
+}
+
+static void clone_release_locked(hl_clone_child_t* c) {
+    state_retire_locked(c->state);
+    c->state = NULL;
+    atomic_store(&c->tid, 0);
+    c->in_use = 0;
+    if (--clone_children_live == 0)
+        atomic_store(&hl_thread_key_ready, HL_KEY_READY);
+}
+
+void thread_clone_release(hl_clone_child_t* c) {
+    thread_lock();
+    if (c->in_use)
+        clone_release_locked(c);
+    thread_unlock();
+}
+
+static int clone_child_left(const hl_clone_child_t* c) {
+    return c->in_use && c->release_by == HL_CLONE_RELEASED_BY_KERNEL && atomic_load(&c->here) == 0;
+}
+
+// From the writer and from clone's parent: the lock makes sure a slot seen empty is not one
+// the other released and a new child took meanwhile.
+void thread_clone_sweep(void) {
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++) {
+        if (!clone_child_left(&clone_children[i]))
+            continue; // nothing to take: no lock
+        thread_lock();
+        if (clone_child_left(&clone_children[i]))
+            clone_release_locked(&clone_children[i]);
+        thread_unlock();
+    }
+}
+
+static hl_thread_t* clone_child_state(int tid) {
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++)
+        if (atomic_load_explicit(&clone_children[i].tid, memory_order_acquire) == tid)
+            return clone_children[i].state;
+    return NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread states
+// ---------------------------------------------------------------------------------------------
 int thread_key_init(void) {
     if (atomic_load(&hl_thread_key_ready))
         return 0;
     if (pthread_key_create(&hl_thread_key, thread_exit_cb) != 0)
         return -1;
-    atomic_store(&hl_thread_key_ready, 1);
+    libc_thread_count = dlvsym(RTLD_DEFAULT, "__nptl_nthreads", "GLIBC_PRIVATE");
+    atomic_store(&hl_thread_key_ready, HL_KEY_READY);
     return 0;
 }
 
 hl_thread_t* thread_self_slow(void) {
-    if (!atomic_load(&hl_thread_key_ready))
+    int mode = atomic_load(&hl_thread_key_ready);
+    if (!mode)
         return &boot_state;
-    thread_lock();
-    hl_thread_t* t = free_states;
-    if (t) {
-        free_states = *(hl_thread_t**)t;
-    } else {
-        hl_thread_t* page = os_map(HL_STATES_PER_PAGE * sizeof(hl_thread_t));
-        if (!page) {
-            thread_unlock();
-            return &boot_state;
-        }
-        for (size_t i = 1; i < HL_STATES_PER_PAGE - 1; i++)
-            *(hl_thread_t**)&page[i] = &page[i + 1];
-        *(hl_thread_t**)&page[HL_STATES_PER_PAGE - 1] = NULL;
-        free_states = &page[1];
-        t = &page[0];
+    if (mode == HL_KEY_BY_TID) {
+        hl_thread_t* t = clone_child_state(os_gettid());
+        if (!t)
+            t = pthread_getspecific(hl_thread_key);
+        if (t)
+            return t;
     }
+    thread_lock();
+    hl_thread_t* t = state_new_locked();
     thread_unlock();
-    void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
-    *t = (hl_thread_t){.unwind_cache = cache};
+    if (!t)
+        return &boot_state;
     pthread_setspecific(hl_thread_key, t);
     return t;
 }
@@ -133,6 +322,12 @@ void thread_reset_after_fork(void) {
         r->tail_cache = 0;
         atomic_store(&r->is_dead, 2);
     }
+    // The parent's clone children are not here (what their rings held describes the parent).
+    for (int i = 0; i < HL_CLONE_CHILDREN; i++)
+        clone_children[i] = (hl_clone_child_t){0};
+    clone_children_live = 0;
+    if (atomic_load(&hl_thread_key_ready))
+        atomic_store(&hl_thread_key_ready, HL_KEY_READY);
     hl_thread_t* self = thread_self();
     if (self->ring) {
         hl_ring_t* r = self->ring;

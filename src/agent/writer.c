@@ -443,7 +443,8 @@ static void flush_chunk(void) {
 static void sample(void) {
     char buf[256];
     uint64_t rss = 0;
-    if (read_file("/proc/self/statm", buf, sizeof buf) > 0) {
+    // thread-self: after main's pthread_exit, /proc/self is its zombie, which has no memory
+    if (read_file("/proc/thread-self/statm", buf, sizeof buf) > 0) {
         const char* s = buf;
         while (*s && *s != ' ')
             s++;
@@ -492,12 +493,24 @@ static void* writer_main(void* arg) {
         }
         pass(0);
         writer_unlock();
+        thread_clone_sweep();
+        if (thread_program_is_gone()) {
+            // Every thread of the program has exited and glibc's count (which includes this
+            // thread: see thread.c) cannot say so: this thread is glibc's last. Returning, it
+            // takes the count to zero and glibc calls exit(0) here, as it would have on the
+            // program's last thread; the exit handlers finish the trace.
+            atomic_store(&writer_tid, 0);
+            atomic_store(&writer_running, 0);
+            thread_self()->busy = 0;
+            return NULL;
+        }
     }
     atomic_store(&writer_tid, 0);
     atomic_store(&writer_running, 0);
-    // Never return: a returning thread runs glibc's thread exit (freeing its DTV and its keys'
-    // values), which could take the lock-elided paths of writer_start while the program runs
-    // on (tracing stops early on a full disk). Parked, it costs nothing and ends with the process.
+    // Never return while the program runs on: a returning thread runs glibc's thread exit
+    // (freeing its DTV and its keys' values), which could take the lock-elided paths of
+    // writer_start (tracing stops early on a full disk). Parked, it costs nothing and ends with
+    // the process; glibc does not count it among the threads that keep the process alive.
     static _Atomic int never;
     for (;;)
         os_futex_wait(&never, 0, -1);
@@ -536,6 +549,8 @@ int writer_start(void) {
         atomic_store(&writer_running, 0);
         return -rc;
     }
+    thread_uncount_agent_thread(); // the process ends with the program's last thread
+
     // A scan must know the writer's tid to leave it alone (it takes no signals): wait for it.
     while (!atomic_load(&writer_tid))
         sched_yield();
