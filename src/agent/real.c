@@ -103,7 +103,9 @@ void real_resolve(void) {
 // binds every module's malloc to it and the agent's hooks are never called. Each such function
 // becomes the one underneath (the program keeps its allocator, block for block), and the
 // modules' relocation slots bound to it are pointed at the agent's hook of the same name
-// (got.c), for the modules loaded later too. The defining module's calls to its own functions
+// (got.c), for the modules loaded later too. This happens as soon as the agent first runs (as
+// early as a preloaded allocator would be reached: other libraries' constructors allocate), and
+// the first call routed so starts the agent. The defining module's calls to its own functions
 // are direct calls, which no slot carries: they stay unseen, and the run says so.
 // ---------------------------------------------------------------------------------------------
 typedef struct foreign_fn_s {
@@ -151,10 +153,11 @@ static void name_module(const char* path) {
 }
 
 // Which allocator functions the program binds to a definition other than the agent's, and
-// the agent's own hooks for them. From inside the agent the name alone is bound to the foreign
-// definition too, so the hooks are looked up in the agent's own symbol table (got.c). Nothing
-// here may allocate: this runs inside the first call that reaches the agent, which can be the
-// foreign allocator's own start, under its lock (jemalloc's malloc_init_hard maps pages first).
+// the agent's own hooks for them; the calls bound to those are routed at once. From inside the
+// agent the name alone is bound to the foreign definition too, so the hooks are looked up in
+// the agent's own symbol table (got.c). Nothing here may allocate: this runs inside the first
+// call that reaches the agent, which can be the foreign allocator's own start, under its lock
+// (jemalloc's malloc_init_hard maps pages first).
 static void find_foreign(void) {
     Dl_info self;
     if (!dladdr((void*)&find_foreign, &self))
@@ -178,6 +181,8 @@ static void find_foreign(void) {
         foreign_allocates[nforeign] = f->allocates;
         foreign_routes[nforeign++] = (got_route_t){.name = f->name, .from = bound, .to = hook};
     }
+    if (nforeign) // from now on, before the agent starts: the first call routed starts it
+        got_routes_install(foreign_routes, nforeign, (const void*)&find_foreign);
 }
 
 int real_is_foreign(void) {
@@ -201,10 +206,10 @@ static void list_names(char* out, size_t cap, int only_failed) {
     }
 }
 
-void real_route_foreign(void) {
+void real_foreign_report(void) {
     if (!nforeign)
         return;
-    got_routes_install(foreign_routes, nforeign, (const void*)&real_route_foreign);
+    got_routes_refresh(); // the counts of the modules loaded by now
     size_t allocating = 0, failed = 0;
     for (size_t i = 0; i < nforeign; i++) {
         if (foreign_allocates[i])
