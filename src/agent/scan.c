@@ -422,6 +422,19 @@ static size_t blocks_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi, size
     return n;
 }
 
+// Does [lo, hi) lie in readable mappings (maps in address order)? *k: where the search starts,
+// advanced for the next call (blocks come in address order too).
+static int is_readable(const map_t* maps, size_t nmaps, size_t* k, uintptr_t lo, uintptr_t hi) {
+    while (*k < nmaps && maps[*k].hi <= lo)
+        (*k)++;
+    for (size_t j = *k; j < nmaps && lo < hi; j++) {
+        if (maps[j].lo > lo || !maps[j].r)
+            return 0;
+        lo = maps[j].hi;
+    }
+    return lo >= hi;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scan
 // ---------------------------------------------------------------------------------------------
@@ -472,8 +485,19 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
         order[i] = (uint32_t)i;
     }
     sort_by_addr(b.starts, order, n, tk, ti, count);
-    for (size_t i = 0; i < n; i++)
+    // A block no longer in readable memory is not read, and gets no verdict (it reads as not
+    // scanned): a release the agent did not see (inside a program's own allocator) may have
+    // unmapped it, or the program made it inaccessible.
+    uint8_t* unreadable = os_map(cap);
+    if (!unreadable)
+        return -1;
+    for (size_t i = 0, k = 0; i < n; i++) {
         b.sizes[i] = raw.sizes[order[i]];
+        if (!is_readable(maps, nmaps, &k, b.starts[i], b.starts[i] + b.sizes[i])) {
+            unreadable[i] = 1;
+            b.sizes[i] = 0;
+        }
+    }
 
     // The roots.
     roots_t rs = {.cap = nmaps * 2 + nparked + 64};
@@ -579,7 +603,7 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     enc->last_verdict_addr = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t o = order[i];
-        if (raw.internal[o])
+        if (raw.internal[o] || unreadable[i])
             continue;
         writer_flush_if_large_locked();
         if (enc_reserve(enc, 64) != 0)
@@ -608,6 +632,7 @@ int scan_run_with(hl_enc_t* enc, const ucontext_t* self_uc, int all_stopped) {
     os_unmap(raw.stacks, cap * sizeof(uint32_t));
     os_unmap(raw.fns, cap);
     os_unmap(raw.internal, cap);
+    os_unmap(unreadable, cap);
     os_unmap(b.starts, cap * sizeof(uintptr_t));
     os_unmap(b.sizes, cap * sizeof(size_t));
     os_unmap(b.kind, cap);

@@ -9,7 +9,8 @@
 #    says, once at start and in the report, that calls inside the executable are not seen;
 #  - a library dlopen()ed later is routed too, and a library's constructor (run before the
 #    agent's) from the first call that reaches the agent;
-#  - blocks crossing between the executable and a library are no heap error;
+#  - blocks crossing between the executable and a library are no heap error, and a block the
+#    executable released and unmapped is not read by the exit scan (nor one made PROT_NONE);
 #  - a statically linked program (static and static-pie) and a 32-bit one run untraced, output
 #    and exit status unchanged, with one warning line.
 # One line per check: "PASS name" or "FAIL name: reason" ("SKIP name: why" when a tool is
@@ -93,7 +94,7 @@ if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
     echo "$PASSED passed, $FAILED failed"
     exit 1
 fi
-for p in foreign_own_malloc foreign_nopie foreign_static foreign_static_pie libplugin.so alloc_basic; do
+for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_static foreign_static_pie libplugin.so alloc_basic; do
     [ -e "$PROGS/$p" ] || fail "setup" "$PROGS/$p is missing (make check builds it)"
 done
 
@@ -189,6 +190,24 @@ for prog in foreign_own_malloc foreign_nopie; do
     check "$c" "$J" "len(errors) == 0" "totals['allocations'] == 18" "totals['frees'] == 12" \
         "j['heap_traced'] == 'partial'"
 done
+
+# A block the library made and the executable released and its allocator unmapped: the exit
+# scan must not read it (it faulted, killing the program), and gives it no verdict.
+for prog in foreign_own_malloc foreign_nopie; do
+    c=$prog.unmap
+    hl "$c" -- "$PROGS/$prog" unmap
+    expect "$c" "exit status" 0 "$ST"
+    expect "$c" "stdout" "foreign_own_malloc done" "$(cat "$D/stdout")"
+    check "$c" "$J" "j['scanned'] == True" "lb('unscanned') == 64 << 20" "ln('unscanned') == 1" \
+        "lb('definite') == 148" "lb('reachable') == 19"
+done
+
+# The same in any program: a block it made inaccessible itself (PROT_NONE) is left unread.
+hl noaccess -- "$PROGS/foreign_noaccess"
+expect noaccess "exit status" 0 "$ST"
+expect noaccess "stdout" "foreign_noaccess done" "$(cat "$D/stdout")"
+check noaccess "$J" "j['scanned'] == True" "lb('unscanned') == 16384" "ln('unscanned') == 1" \
+    "len(errors) == 0"
 
 # A program on glibc's allocator: no warning, the whole heap, a complete trace.
 hl alloc_basic -- "$PROGS/alloc_basic"
