@@ -94,7 +94,7 @@ if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
     echo "$PASSED passed, $FAILED failed"
     exit 1
 fi
-for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_static foreign_static_pie libplugin.so alloc_basic; do
+for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_usable_size foreign_static foreign_static_pie libplugin.so alloc_basic; do
     [ -e "$PROGS/$p" ] || fail "setup" "$PROGS/$p is missing (make check builds it)"
 done
 
@@ -208,6 +208,13 @@ expect noaccess "exit status" 0 "$ST"
 expect noaccess "stdout" "foreign_noaccess done" "$(cat "$D/stdout")"
 check noaccess "$J" "j['scanned'] == True" "lb('unscanned') == 16384" "ln('unscanned') == 1" \
     "len(errors) == 0"
+
+# An executable that defines only malloc_usable_size loses no event: no warning, whole heap.
+hl usable_size -- "$PROGS/foreign_usable_size"
+expect usable_size "exit status" 0 "$ST"
+expect usable_size "no warning" "" "$(warnings)"
+check usable_size "$J" "j['heap_traced'] == 'all'" "j['trace_complete'] == True" \
+    "lb('definite') == 10" "ln('definite') == 1"
 
 # A program on glibc's allocator: no warning, the whole heap, a complete trace.
 hl alloc_basic -- "$PROGS/alloc_basic"
