@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // test_got.c - got.c's contract on real modules, in this process, without the agent: malloc and
-// free of libforeign.so (bound at load, its GOT under full RELRO) and of libforeign_lazy.so
-// (loaded after the install, bound lazily, no RELRO) are routed to counting functions of this
-// test, libc's own slots too (strdup); the pages keep their protection; a refresh routes the
-// module loaded since; removal gives every slot back; a slot whose page cannot be made
-// writable is left and counted; got_own_symbol finds a module's own definitions. Both libraries
-// come from build/programs (foreign_lib.c).
+// free of libforeign.so (bound at load, its GOT under full RELRO), of libforeign_lazy.so
+// (loaded after the install, bound lazily, no RELRO) and of libforeign_noplt.so (no PLT) are
+// routed to counting functions of this test, libc's own slots too (strdup), this test's not; the
+// pages keep their protection; a refresh routes the module loaded since; removal gives every slot
+// back; a slot whose page cannot be made writable is left and counted; got_own_symbol finds a
+// module's own definitions. Both libraries come from build/programs (foreign_lib.c).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -129,6 +129,22 @@ TEST(install_routes_bound_slots_under_relro) {
     EXPECT_EQ_U(mallocs - m0, 15);
     EXPECT_EQ_U(frees - f0, 11);
     EXPECT_EQ_I(got_routes_install(routes, 2, (const void*)counting_malloc), -1);
+    // The installer's own module (this test) keeps its slots.
+    m0 = mallocs;
+    char* volatile mine = malloc(5);
+    free(mine);
+    EXPECT_EQ_U(mallocs - m0, 0);
+}
+
+// A module built without a PLT (-fno-plt: every call through a GOT entry, no jump slot).
+TEST(refresh_routes_a_module_without_plt) {
+    lib_t noplt = {0};
+    ASSERT_TRUE(open_lib(&noplt, "libforeign_noplt.so", RTLD_NOW) == 0);
+    got_routes_refresh();
+    unsigned long m0 = mallocs, f0 = frees;
+    noplt.work();
+    EXPECT_EQ_U(mallocs - m0, 15);
+    EXPECT_EQ_U(frees - f0, 11);
 }
 
 TEST(refresh_routes_a_module_loaded_since_with_unbound_slots) {
@@ -240,6 +256,7 @@ TEST(own_symbol_is_the_modules_own_definition) {
 int main(void) {
     RUN_TEST(install_routes_bound_slots_under_relro);
     RUN_TEST(refresh_routes_a_module_loaded_since_with_unbound_slots);
+    RUN_TEST(refresh_routes_a_module_without_plt);
     RUN_TEST(remove_gives_every_slot_back);
     RUN_TEST(slots_on_pages_that_stay_read_only_are_left_and_counted);
     RUN_TEST(own_symbol_is_the_modules_own_definition);
