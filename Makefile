@@ -17,6 +17,7 @@ TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
+            $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
@@ -59,8 +60,8 @@ $(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
-# got.c alone, on the two builds of libforeign (-rdynamic: it looks up its own symbols).
-$(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so
+# got.c alone, on the three builds of libforeign (-rdynamic: it looks up its own symbols).
+$(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so $(BUILD)/programs/libforeign_noplt.so
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -rdynamic -o $@ tests/unit/test_got.c src/agent/got.c -ldl
 $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
@@ -102,6 +103,9 @@ $(BUILD)/programs/libforeign.so: tests/programs/foreign_lib.c tests/programs/com
 $(BUILD)/programs/libforeign_lazy.so: tests/programs/foreign_lib.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fPIC -shared -Wl,-z,lazy,-z,norelro -o $@ $<
+$(BUILD)/programs/libforeign_noplt.so: tests/programs/foreign_lib.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fPIC -fno-plt -shared -Wl,-z,relro,-z,now -o $@ $<
 $(BUILD)/programs/foreign_own_malloc: tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign.so
 	$(CC) -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign
 $(BUILD)/programs/foreign_nopie: tests/programs/foreign_nopie.c tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign_lazy.so

@@ -159,10 +159,11 @@ void* bootstrap_alloc(size_t size, size_t align);
 int bootstrap_owns(const void* p);
 size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 // An allocator defined ahead of the agent (the executable's own malloc): real_resolve makes it
-// the one underneath; real_route_foreign routes the calls bound to it to the agent's hooks
-// (when tracing starts), real_route_new_modules those of modules loaded since (after dlopen).
-int real_is_foreign(void);
-void real_route_foreign(void);
+// the one underneath and routes the calls bound to it to the agent's hooks;
+// real_route_new_modules routes those of modules loaded since (after dlopen);
+// real_foreign_report says, once tracing starts, what is seen and what is not.
+int real_is_foreign(void); // some calls to the allocator (inside its module) go unseen
+void real_foreign_report(void);
 void real_route_new_modules(void);
 int real_heap_coverage(void); // HL_INFO_HEAP_* flags of INFO: how much of the heap is seen
 

@@ -137,7 +137,7 @@ void agent_init(void) {
         return;
     }
     signals_install();
-    real_route_foreign();
+    real_foreign_report();
     atomic_store(&hl_phase, HL_ON);
     // The trace's first records (the process, its modules) are written here, on a program
     // thread: the writer never reads the module list (see writer_modules_changed).

@@ -103,32 +103,42 @@ void real_resolve(void) {
 // binds every module's malloc to it and the agent's hooks are never called. Each such function
 // becomes the one underneath (the program keeps its allocator, block for block), and the
 // modules' relocation slots bound to it are pointed at the agent's hook of the same name
-// (got.c), for the modules loaded later too. The defining module's calls to its own functions
+// (got.c), for the modules loaded later too. This happens as soon as the agent first runs (as
+// early as a preloaded allocator would be reached: other libraries' constructors allocate), and
+// the first call routed so starts the agent. The defining module's calls to its own functions
 // are direct calls, which no slot carries: they stay unseen, and the run says so.
 // ---------------------------------------------------------------------------------------------
+enum foreign_role {
+    FN_ALLOCATES, // a block comes out of it: a call unseen is an allocation lost
+    FN_RELEASES,  // a call unseen leaves a block in use
+    FN_QUERIES,   // malloc_usable_size: a call unseen loses nothing
+};
+
 typedef struct foreign_fn_s {
     const char* name;
-    void** real;   // its hl_real field
-    int allocates; // a block comes out of it (free and malloc_usable_size do not)
+    void** real; // its hl_real field
+    int role;    // foreign_role
 } foreign_fn_t;
 
 static const foreign_fn_t foreign_fns[] = {
-    {"malloc", (void**)&hl_real.malloc, 1},
-    {"free", (void**)&hl_real.free, 0},
-    {"calloc", (void**)&hl_real.calloc, 1},
-    {"realloc", (void**)&hl_real.realloc, 1},
-    {"posix_memalign", (void**)&hl_real.posix_memalign, 1},
-    {"aligned_alloc", (void**)&hl_real.aligned_alloc, 1},
-    {"memalign", (void**)&hl_real.memalign, 1},
-    {"valloc", (void**)&hl_real.valloc, 1},
-    {"pvalloc", (void**)&hl_real.pvalloc, 1},
-    {"malloc_usable_size", (void**)&hl_real.malloc_usable_size, 0},
+    {"malloc", (void**)&hl_real.malloc, FN_ALLOCATES},
+    {"free", (void**)&hl_real.free, FN_RELEASES},
+    {"calloc", (void**)&hl_real.calloc, FN_ALLOCATES},
+    {"realloc", (void**)&hl_real.realloc, FN_ALLOCATES},
+    {"posix_memalign", (void**)&hl_real.posix_memalign, FN_ALLOCATES},
+    {"aligned_alloc", (void**)&hl_real.aligned_alloc, FN_ALLOCATES},
+    {"memalign", (void**)&hl_real.memalign, FN_ALLOCATES},
+    {"valloc", (void**)&hl_real.valloc, FN_ALLOCATES},
+    {"pvalloc", (void**)&hl_real.pvalloc, FN_ALLOCATES},
+    {"malloc_usable_size", (void**)&hl_real.malloc_usable_size, FN_QUERIES},
 };
 #define HL_FOREIGN_MAX HL_ARRAY_LEN(foreign_fns)
 
 static got_route_t foreign_routes[HL_FOREIGN_MAX];
-static int foreign_allocates[HL_FOREIGN_MAX];
+static int foreign_roles[HL_FOREIGN_MAX];
 static size_t nforeign;
+static int foreign_malloc;       // malloc itself is foreign
+static int foreign_loses;        // a foreign function whose unseen calls lose events
 static char foreign_module[256]; // the module defining them, as the warning names it
 static int foreign_is_exe;       // ... which is the executable
 static int heap_coverage_flags;  // HL_INFO_HEAP_* once routed
@@ -151,10 +161,11 @@ static void name_module(const char* path) {
 }
 
 // Which allocator functions the program binds to a definition other than the agent's, and
-// the agent's own hooks for them. From inside the agent the name alone is bound to the foreign
-// definition too, so the hooks are looked up in the agent's own symbol table (got.c). Nothing
-// here may allocate: this runs inside the first call that reaches the agent, which can be the
-// foreign allocator's own start, under its lock (jemalloc's malloc_init_hard maps pages first).
+// the agent's own hooks for them; the calls bound to those are routed at once. From inside the
+// agent the name alone is bound to the foreign definition too, so the hooks are looked up in
+// the agent's own symbol table (got.c). Nothing here may allocate: this runs inside the first
+// call that reaches the agent, which can be the foreign allocator's own start, under its lock
+// (jemalloc's malloc_init_hard maps pages first).
 static void find_foreign(void) {
     Dl_info self;
     if (!dladdr((void*)&find_foreign, &self))
@@ -175,13 +186,17 @@ static void find_foreign(void) {
             name_module(where.dli_fname);
         }
         *f->real = bound;
-        foreign_allocates[nforeign] = f->allocates;
+        foreign_malloc |= i == 0;
+        foreign_loses |= f->role != FN_QUERIES;
+        foreign_roles[nforeign] = f->role;
         foreign_routes[nforeign++] = (got_route_t){.name = f->name, .from = bound, .to = hook};
     }
+    if (nforeign) // from now on, before the agent starts: the first call routed starts it
+        got_routes_install(foreign_routes, nforeign, (const void*)&find_foreign);
 }
 
 int real_is_foreign(void) {
-    return nforeign > 0;
+    return foreign_loses;
 }
 
 int real_heap_coverage(void) {
@@ -201,20 +216,22 @@ static void list_names(char* out, size_t cap, int only_failed) {
     }
 }
 
-void real_route_foreign(void) {
-    if (!nforeign)
+// Once tracing starts: how much of the heap the agent sees (INFO's HL_INFO_HEAP_* flags), said
+// in one line. Not at all when malloc is foreign and no allocating call could be routed.
+void real_foreign_report(void) {
+    if (!foreign_loses)
         return;
-    got_routes_install(foreign_routes, nforeign, (const void*)&real_route_foreign);
+    got_routes_refresh(); // the counts of the modules loaded by now
     size_t allocating = 0, failed = 0;
     for (size_t i = 0; i < nforeign; i++) {
-        if (foreign_allocates[i])
+        if (foreign_roles[i] == FN_ALLOCATES)
             allocating += foreign_routes[i].slots;
         failed += foreign_routes[i].failed;
     }
     char names[256], unrouted[256];
     list_names(names, sizeof names, 0);
     list_names(unrouted, sizeof unrouted, 1);
-    if (allocating == 0) {
+    if (foreign_malloc && allocating == 0) {
         heap_coverage_flags = HL_INFO_HEAP_UNTRACED;
         hl_log("%s defines its own %s and no call to them could be routed to heaplens: the heap "
                "is NOT traced",

@@ -297,6 +297,7 @@ typedef struct scan_blocks_s {
     uint32_t* raw_stacks;
     uint8_t* raw_fns;
     uint8_t* raw_internal;
+    uint8_t* unreadable; // by address order: not in readable memory, so neither read nor judged
     uintptr_t* starts;
     size_t* sizes;
     uint32_t* order;
@@ -318,6 +319,7 @@ static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
     b->raw_stacks = take(a, cap * sizeof(uint32_t));
     b->raw_fns = take(a, cap);
     b->raw_internal = take(a, cap);
+    b->unreadable = take(a, cap);
     b->starts = take(a, cap * sizeof(uintptr_t));
     b->sizes = take(a, cap * sizeof(size_t));
     b->order = take(a, cap * sizeof(uint32_t));
@@ -604,6 +606,32 @@ static size_t blocks_in(const scan_blocks_t* b, uintptr_t lo, uintptr_t hi, size
     return n;
 }
 
+// Does [lo, hi) lie in readable mappings (maps in address order)? *k: where the search starts,
+// advanced for the next call (blocks come in address order too).
+static int is_readable(const map_t* maps, size_t nmaps, size_t* k, uintptr_t lo, uintptr_t hi) {
+    while (*k < nmaps && maps[*k].hi <= lo)
+        (*k)++;
+    for (size_t j = *k; j < nmaps && lo < hi; j++) {
+        if (maps[j].lo > lo || !maps[j].r)
+            return 0;
+        lo = maps[j].hi;
+    }
+    return lo >= hi;
+}
+
+// A block no longer in readable memory is not read, and gets no verdict (it reads as not
+// scanned): a release the agent did not see (inside a program's own allocator) may have
+// unmapped it, or the program made it inaccessible.
+static void mark_unreadable(scan_blocks_t* b, const map_t* maps, size_t nmaps) {
+    for (size_t i = 0, k = 0; i < b->n; i++) {
+        b->unreadable[i] = 0;
+        if (!is_readable(maps, nmaps, &k, b->starts[i], b->starts[i] + b->sizes[i])) {
+            b->unreadable[i] = 1;
+            b->sizes[i] = 0;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scan
 // ---------------------------------------------------------------------------------------------
@@ -739,7 +767,7 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b) {
     enc->last_verdict_addr = 0;
     for (size_t i = 0; i < b->n; i++) {
         uint32_t o = b->order[i];
-        if (b->raw_internal[o])
+        if (b->raw_internal[o] || b->unreadable[i])
             continue;
         writer_flush_if_large_locked();
         if (enc_reserve(enc, 64) != 0)
@@ -796,6 +824,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped)
     live_for_each(collect_one, &b);
     n = b.n;
     sort_by_addr(&b);
+    mark_unreadable(&b, maps, nmaps);
 
     rs.cap = nmaps * 2 + (size_t)nparked + 64;
     rs.r = os_map(rs.cap * sizeof(lc_range_t));

@@ -7,8 +7,10 @@
 #    lazily): the calls from shared libraries are routed to the agent and match memcheck's
 #    figures (memcheck --soname-synonyms=somalloc=NONE, where valgrind is installed); the run
 #    says, once at start and in the report, that calls inside the executable are not seen;
-#  - a library dlopen()ed later is routed too;
-#  - blocks crossing between the executable and a library are no heap error;
+#  - a library dlopen()ed later is routed too, and a library's constructor (run before the
+#    agent's) from the first call that reaches the agent;
+#  - blocks crossing between the executable and a library are no heap error, and a block the
+#    executable released and unmapped is not read by the exit scan (nor one made PROT_NONE);
 #  - a statically linked program (static and static-pie) and a 32-bit one run untraced, output
 #    and exit status unchanged, with one warning line.
 # One line per check: "PASS name" or "FAIL name: reason" ("SKIP name: why" when a tool is
@@ -92,7 +94,7 @@ if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
     echo "$PASSED passed, $FAILED failed"
     exit 1
 fi
-for p in foreign_own_malloc foreign_nopie foreign_static foreign_static_pie libplugin.so alloc_basic; do
+for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_usable_size foreign_static foreign_static_pie libplugin.so alloc_basic; do
     [ -e "$PROGS/$p" ] || fail "setup" "$PROGS/$p is missing (make check builds it)"
 done
 
@@ -138,6 +140,27 @@ for prog in foreign_own_malloc foreign_nopie; do
 done
 [ "$HAVE_VALGRIND" = 1 ] || skip "foreign: as memcheck" "valgrind is not installed"
 
+# A library's constructor runs before heaplens's own: its allocations are routed from the first
+# call that reaches the agent (the allocator mapping its arena, as jemalloc does in rustc). That
+# first call is the one not seen: memcheck counts one allocation and one release more.
+for prog in foreign_own_malloc foreign_nopie; do
+    c=$prog.ctor
+    export FOREIGN_LIB_CTOR=1
+    hl "$c" -- "$PROGS/$prog"
+    expect "$c" "exit status" 0 "$ST"
+    check "$c" "$J" "rec('definite', 'leak_at_start')['bytes'] == 55" "lb('definite') == 203" \
+        "ln('definite') == 3" "totals['allocations'] == 18" "totals['frees'] == 12" "len(errors) == 0"
+    if [ "$HAVE_VALGRIND" = 1 ]; then
+        MC=$(memcheck_figures "$PROGS/$prog")
+        read -r a f b db dn ib in pb pn rb rn <<<"${MC:-x}"
+        check "$c: as memcheck" "$J" "totals['allocations'] == ${a:-0} - 1" \
+            "totals['frees'] == ${f:-0} - 1" "lb('definite') == ${db:-None}" \
+            "ln('definite') == ${dn:-None}" "lb('indirect') == ${ib:-None}" \
+            "lb('possible') == ${pb:-None}" "lb('reachable') == ${rb:-None}"
+    fi
+    unset FOREIGN_LIB_CTOR
+done
+
 # A library dlopen()ed after the start binds the executable's allocator too: routed after
 # dlopen. memcheck also counts the loader's own allocations for dlopen (ld.so calls malloc
 # through a pointer of its own, not a relocation slot): only the leaks are compared.
@@ -167,6 +190,31 @@ for prog in foreign_own_malloc foreign_nopie; do
     check "$c" "$J" "len(errors) == 0" "totals['allocations'] == 18" "totals['frees'] == 12" \
         "j['heap_traced'] == 'partial'"
 done
+
+# A block the library made and the executable released and its allocator unmapped: the exit
+# scan must not read it (it faulted, killing the program), and gives it no verdict.
+for prog in foreign_own_malloc foreign_nopie; do
+    c=$prog.unmap
+    hl "$c" -- "$PROGS/$prog" unmap
+    expect "$c" "exit status" 0 "$ST"
+    expect "$c" "stdout" "foreign_own_malloc done" "$(cat "$D/stdout")"
+    check "$c" "$J" "j['scanned'] == True" "lb('unscanned') == 64 << 20" "ln('unscanned') == 1" \
+        "lb('definite') == 148" "lb('reachable') == 19"
+done
+
+# The same in any program: a block it made inaccessible itself (PROT_NONE) is left unread.
+hl noaccess -- "$PROGS/foreign_noaccess"
+expect noaccess "exit status" 0 "$ST"
+expect noaccess "stdout" "foreign_noaccess done" "$(cat "$D/stdout")"
+check noaccess "$J" "j['scanned'] == True" "lb('unscanned') == 16384" "ln('unscanned') == 1" \
+    "len(errors) == 0"
+
+# An executable that defines only malloc_usable_size loses no event: no warning, whole heap.
+hl usable_size -- "$PROGS/foreign_usable_size"
+expect usable_size "exit status" 0 "$ST"
+expect usable_size "no warning" "" "$(warnings)"
+check usable_size "$J" "j['heap_traced'] == 'all'" "j['trace_complete'] == True" \
+    "lb('definite') == 10" "ln('definite') == 1"
 
 # A program on glibc's allocator: no warning, the whole heap, a complete trace.
 hl alloc_basic -- "$PROGS/alloc_basic"

@@ -7,6 +7,8 @@
 // strdup), 12 releases; left: 100 B definitely lost (calloc), a list of 3 x 48 B (48 definite,
 // 96 indirect), 19 B still reachable (strdup, kept in a static).
 // foreign_lib_free: releases a block the caller allocated.
+// With FOREIGN_LIB_CTOR set in the environment, its constructor (which the loader runs before
+// heaplens's own) makes a block and releases it, then loses 55 B (leak_at_start).
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,22 @@ NOINLINE static void leak_list(void) {
         head = n;
     }
     keep(head);
+}
+
+NOINLINE static void leak_at_start(void) {
+    char* p = malloc(55);
+    keep(p);
+}
+
+// The first call maps the allocator's arena, which reaches the agent: every call after it is
+// routed, before heaplens's own constructor has run.
+__attribute__((constructor)) static void foreign_lib_start(void) {
+    if (!getenv("FOREIGN_LIB_CTOR"))
+        return;
+    char* first = malloc(10);
+    keep(first);
+    free(first);
+    leak_at_start();
 }
 
 NOINLINE void foreign_lib_work(void) {

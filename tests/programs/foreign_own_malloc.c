@@ -8,6 +8,7 @@
 //            library, a block the library makes is released here, and a pair of its own
 //   dlopen   then dlopen()s libplugin.so (plugin.c), calls it (777 B lost, 5 x 50 B made and
 //            released) and closes it
+//   unmap    then releases here a 64 MiB block the library made: the allocator unmaps it
 // Its output: "foreign_own_malloc done"; the exit status is 0 (dlopen: 1 when the plugin fails).
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,12 +26,14 @@ void* foreign_lib_alloc(size_t size);
 
 // ---------------------------------------------------------------------------------------------
 // The allocator: blocks of 2^k bytes (k >= 4) after a 16-byte header, taken from a free list
-// per size or else from the arena's end. A released block is zeroed, so no stale pointer in
-// freed memory can keep another block reachable.
+// per size or else from the arena's end; a large block is a mapping of its own, unmapped when
+// released. A released block is zeroed, so no stale pointer in freed memory can keep another
+// block reachable.
 // ---------------------------------------------------------------------------------------------
 #define ARENA_BYTES ((size_t)256 << 20) // reserved at the first call, backed as it is used
 #define HEADER 16                       // keeps every block 16-aligned
 #define MIN_SHIFT 4
+#define LARGE_SHIFT 20 // blocks above 1 MiB are mapped alone
 #define MAX_SHIFT 27
 
 typedef struct header_s {
@@ -65,6 +68,16 @@ __attribute__((noipa)) void* malloc(size_t n) {
         errno = ENOMEM;
         return NULL;
     }
+    if (s > LARGE_SHIFT) {
+        void* m = mmap(NULL, HEADER + ((size_t)1 << s), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        ((header_t*)m)->shift = s;
+        return (char*)m + HEADER;
+    }
     lock();
     if (!arena) {
         void* a = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE,
@@ -92,6 +105,10 @@ __attribute__((noipa)) void free(void* p) {
     if (!p)
         return;
     header_t* h = (header_t*)((char*)p - HEADER);
+    if (h->shift > LARGE_SHIFT) {
+        munmap(h, HEADER + ((size_t)1 << h->shift));
+        return;
+    }
     memset(p, 0, (size_t)1 << h->shift);
     lock();
     h->next = free_lists[h->shift];
@@ -148,6 +165,14 @@ NOINLINE static void inside(void) {
     free(own);
 }
 
+// The library makes a large block and this releases it: the agent never sees it go, and its
+// memory is unmapped before the exit-time scan.
+NOINLINE static void unmap_large(void) {
+    char* large = foreign_lib_alloc((size_t)64 << 20);
+    keep(large);
+    free(large);
+}
+
 NOINLINE static int use_plugin(void) {
     static char path[4096];
     if (exe_dir(path, sizeof path - 32) != 0)
@@ -175,6 +200,8 @@ int main(int argc, char** argv) {
         inside();
     if (!strcmp(mode, "dlopen"))
         rc = use_plugin();
+    if (!strcmp(mode, "unmap"))
+        unmap_large();
     scrub_stack();
     say("foreign_own_malloc done\n");
     return rc;

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
 // test_got.c - got.c's contract on real modules, in this process, without the agent: malloc and
-// free of libforeign.so (bound at load, its GOT under full RELRO) and of libforeign_lazy.so
-// (loaded after the install, bound lazily, no RELRO) are routed to counting functions of this
-// test, libc's own slots too (strdup); the pages keep their protection; a refresh routes the
-// module loaded since; removal gives every slot back; got_own_symbol finds a module's own
-// definitions. Both libraries come from build/programs (foreign_lib.c).
+// free of libforeign.so (bound at load, its GOT under full RELRO), of libforeign_lazy.so
+// (loaded after the install, bound lazily, no RELRO) and of libforeign_noplt.so (no PLT) are
+// routed to counting functions of this test, libc's own slots too (strdup), this test's not; the
+// pages keep their protection; a refresh routes the module loaded since; removal gives every slot
+// back; a slot whose page cannot be made writable is left and counted; got_own_symbol finds a
+// module's own definitions. Both libraries come from build/programs (foreign_lib.c).
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../src/agent/got.h"
@@ -44,15 +47,19 @@ typedef struct lib_s {
 
 static lib_t now_lib, lazy_lib;
 
-static int open_lib(lib_t* l, const char* name, int mode) {
-    char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+// build/programs/NAME, from this test's place in build/tests.
+static int lib_path(char* path, const char* name) {
+    ssize_t n = readlink("/proc/self/exe", path, PATH_MAX - 64);
     if (n <= 0)
         return -1;
     path[n] = 0;
     *strrchr(path, '/') = 0;
     strcat(path, "/../programs/");
     strcat(path, name);
+    return 0;
+}
+
+static int open_path(lib_t* l, const char* path, int mode) {
     l->handle = dlopen(path, mode | RTLD_LOCAL);
     if (!l->handle) {
         fprintf(stderr, "  %s\n", dlerror());
@@ -62,6 +69,11 @@ static int open_lib(lib_t* l, const char* name, int mode) {
     *(void**)&l->alloc = dlsym(l->handle, "foreign_lib_alloc");
     *(void**)&l->release = dlsym(l->handle, "foreign_lib_free");
     return l->work && l->alloc && l->release ? 0 : -1;
+}
+
+static int open_lib(lib_t* l, const char* name, int mode) {
+    char path[PATH_MAX];
+    return lib_path(path, name) == 0 ? open_path(l, path, mode) : -1;
 }
 
 // The "rwxp" of each mapping of the library's file, from /proc/self/maps; their count.
@@ -117,6 +129,22 @@ TEST(install_routes_bound_slots_under_relro) {
     EXPECT_EQ_U(mallocs - m0, 15);
     EXPECT_EQ_U(frees - f0, 11);
     EXPECT_EQ_I(got_routes_install(routes, 2, (const void*)counting_malloc), -1);
+    // The installer's own module (this test) keeps its slots.
+    m0 = mallocs;
+    char* volatile mine = malloc(5);
+    free(mine);
+    EXPECT_EQ_U(mallocs - m0, 0);
+}
+
+// A module built without a PLT (-fno-plt: every call through a GOT entry, no jump slot).
+TEST(refresh_routes_a_module_without_plt) {
+    lib_t noplt = {0};
+    ASSERT_TRUE(open_lib(&noplt, "libforeign_noplt.so", RTLD_NOW) == 0);
+    got_routes_refresh();
+    unsigned long m0 = mallocs, f0 = frees;
+    noplt.work();
+    EXPECT_EQ_U(mallocs - m0, 15);
+    EXPECT_EQ_U(frees - f0, 11);
 }
 
 TEST(refresh_routes_a_module_loaded_since_with_unbound_slots) {
@@ -154,6 +182,67 @@ TEST(remove_gives_every_slot_back) {
     got_routes_remove();
 }
 
+// Every read-only private mapping of the file `name` replaced by the same bytes mapped from a
+// file opened read-only: mprotect can no longer make them writable (EACCES).
+static int freeze_read_only(const char* name) {
+    FILE* f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int frozen = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        const char* file = strrchr(line, '/');
+        if (!file || strncmp(file + 1, name, strlen(name)) != 0 ||
+            sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || strcmp(perms, "r--p") != 0)
+            continue;
+        int fd = memfd_create("test_got", 0);
+        char ro[64];
+        snprintf(ro, sizeof ro, "/proc/self/fd/%d", fd);
+        int rofd = fd >= 0 && write(fd, (void*)lo, hi - lo) == (ssize_t)(hi - lo)
+                       ? open(ro, O_RDONLY | O_CLOEXEC)
+                       : -1;
+        if (rofd >= 0 &&
+            mmap((void*)lo, hi - lo, PROT_READ, MAP_SHARED | MAP_FIXED, rofd, 0) == (void*)lo)
+            frozen++;
+        if (rofd >= 0)
+            close(rofd);
+        if (fd >= 0)
+            close(fd);
+    }
+    if (f)
+        fclose(f);
+    return frozen;
+}
+
+// A module whose slot pages cannot be made writable (a copy of libforeign.so, so a module of
+// its own): its slots are counted as failed and left as they were, and its calls still reach
+// the definition in use.
+TEST(slots_on_pages_that_stay_read_only_are_left_and_counted) {
+    char src[PATH_MAX], dst[64];
+    ASSERT_TRUE(lib_path(src, "libforeign.so") == 0);
+    snprintf(dst, sizeof dst, "/tmp/test_got.%d.libforeign_ro.so", (int)getpid());
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    char buf[65536];
+    size_t n;
+    while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, n, out);
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    lib_t ro = {0};
+    ASSERT_TRUE(open_path(&ro, dst, RTLD_NOW) == 0);
+    EXPECT_TRUE(freeze_read_only(strrchr(dst, '/') + 1) >= 1);
+    EXPECT_TRUE(got_routes_install(routes, 2, (const void*)counting_malloc) > 0); // libc's
+    EXPECT_TRUE(routes[0].failed >= 1 && routes[1].failed >= 1);
+    unsigned long m0 = mallocs, f0 = frees;
+    ro.work();
+    EXPECT_EQ_U(mallocs - m0, 1); // strdup's, through libc's slot; its own 14 unrouted
+    EXPECT_EQ_U(frees - f0, 0);
+    got_routes_remove();
+    unlink(dst);
+}
+
 TEST(own_symbol_is_the_modules_own_definition) {
     EXPECT_TRUE(got_own_symbol((const void*)counting_free, "counting_malloc") ==
                 (void*)counting_malloc);
@@ -167,7 +256,9 @@ TEST(own_symbol_is_the_modules_own_definition) {
 int main(void) {
     RUN_TEST(install_routes_bound_slots_under_relro);
     RUN_TEST(refresh_routes_a_module_loaded_since_with_unbound_slots);
+    RUN_TEST(refresh_routes_a_module_without_plt);
     RUN_TEST(remove_gives_every_slot_back);
+    RUN_TEST(slots_on_pages_that_stay_read_only_are_left_and_counted);
     RUN_TEST(own_symbol_is_the_modules_own_definition);
     return TEST_SUMMARY();
 }
