@@ -11,7 +11,7 @@
 #include "agent.h"
 
 #define HL_STACK_NODES (24u << 20) // nodes, all stacks together
-#define HL_TABLE_FIRST 16          // log2 of the first table's slots (256 KiB)
+#define HL_TABLE_FIRST 12          // log2 of the first table's slots (16 KiB)
 #define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
 
 typedef struct node_s {
