@@ -34,7 +34,10 @@ static int need_preamble = 1;
 static int is_fork_child;
 static uint64_t last_flush_ns, last_sample_ns;
 
-// Tick -> ns since start. The rate is re-measured on every pass against CLOCK_MONOTONIC.
+// Tick -> ns since start. The rate is measured on every pass against CLOCK_MONOTONIC, over all
+// the time since the start: a pass converts events no older than that, so an event's time is
+// off by no more than the clocks' read jitter, whether the pass comes at 50 us or at 5 s. No
+// waiting at the start to measure the rate first (it took 200 us of every process).
 static uint64_t tick0, mono0;
 static double ns_per_tick = 1.0;
 
@@ -44,19 +47,12 @@ void writer_clock_init(void) {
     tick0 = clock_ticks();
     drain_floor = tick0;
     mono0 = clock_mono_ns();
-#if HL_CLOCK_IS_TSC
-    uint64_t m;
-    do
-        m = clock_mono_ns();
-    while (m - mono0 < 200000);
-    ns_per_tick = (double)(m - mono0) / (double)(clock_ticks() - tick0);
-#endif
 }
 
 static void clock_recalibrate(void) {
 #if HL_CLOCK_IS_TSC
     uint64_t t = clock_ticks(), m = clock_mono_ns();
-    if (t - tick0 > 1000000)
+    if (t != tick0 && m != mono0)
         ns_per_tick = (double)(m - mono0) / (double)(t - tick0);
 #endif
 }
@@ -65,6 +61,7 @@ static int64_t ticks_to_ns(uint64_t t) {
     return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick);
 }
 int64_t writer_now_ns(void) {
+    clock_recalibrate();
     return ticks_to_ns(clock_ticks());
 }
 int writer_is_fork_child(void) {
@@ -315,6 +312,7 @@ static inline int takes_two(const hl_event_t* ev) {
 
 #define HL_MERGE_MAX 256
 static void drain_all(void) {
+    clock_recalibrate(); // for the events drained now (a drain may come without a pass)
     preamble();
     // Threads that run at the same time would alternate event by event: a run of one thread's
     // events is taken while it is at most the slack past the others' next event, which keeps
