@@ -68,6 +68,9 @@ int writer_is_fork_child(void) {
     return is_fork_child;
 }
 int writer_thread_id(void) {
+    // writer_start does not wait for the thread to run; a scan that must leave it alone does.
+    while (atomic_load(&writer_running) && !atomic_load(&writer_tid))
+        sched_yield();
     return atomic_load(&writer_running) ? writer_tid : 0;
 }
 
@@ -569,9 +572,6 @@ int writer_start(void) {
         atomic_store(&writer_running, 0);
         return -rc;
     }
-    // A scan must know the writer's tid to leave it alone (it takes no signals): wait for it.
-    while (!atomic_load(&writer_tid))
-        sched_yield();
     if (was_single) {
         *libc_flag = 1;
         __libc_single_threaded = 1; // the executable's copy, when it has one
