@@ -16,7 +16,7 @@
 #define HL_CHUNK_SHIFT 16 // 64 Ki nodes, 1.5 MiB a chunk
 #define HL_CHUNK_NODES (1u << HL_CHUNK_SHIFT)
 #define HL_CHUNKS (HL_STACK_NODES / HL_CHUNK_NODES + 1)
-#define HL_TABLE_FIRST 16          // log2 of the first table's slots (256 KiB)
+#define HL_TABLE_FIRST 12          // log2 of the first table's slots (16 KiB)
 #define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
 
 typedef struct node_s {

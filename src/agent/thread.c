@@ -29,6 +29,9 @@ static hl_thread_t boot_state;
 // Thread states come from agent pages, and go back to this list when their thread ends.
 static hl_thread_t* free_states;
 #define HL_STATES_PER_PAGE (65536 / sizeof(hl_thread_t))
+// The page's states not handed out yet: taken in order, so a process with few threads touches
+// the first 4 KiB of it, not all 16 pages (a fault each) to link them into free_states.
+static hl_thread_t *unused_state, *unused_end;
 
 void thread_lock(void) {
     while (atomic_exchange_explicit(&registry_lock, 1, memory_order_acquire))
@@ -51,14 +54,14 @@ static hl_thread_t* state_new_locked(void) {
     if (t) {
         free_states = *(hl_thread_t**)t;
     } else {
-        hl_thread_t* page = os_map(HL_STATES_PER_PAGE * sizeof(hl_thread_t));
-        if (!page)
-            return NULL;
-        for (size_t i = 1; i < HL_STATES_PER_PAGE - 1; i++)
-            *(hl_thread_t**)&page[i] = &page[i + 1];
-        *(hl_thread_t**)&page[HL_STATES_PER_PAGE - 1] = NULL;
-        free_states = &page[1];
-        t = &page[0];
+        if (unused_state == unused_end) {
+            hl_thread_t* page = os_map(HL_STATES_PER_PAGE * sizeof(hl_thread_t));
+            if (!page)
+                return NULL;
+            unused_state = page;
+            unused_end = page + HL_STATES_PER_PAGE;
+        }
+        t = unused_state++;
     }
     void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
     *t = (hl_thread_t){.unwind_cache = cache};

@@ -550,10 +550,6 @@ int writer_start(void) {
         return -rc;
     }
     thread_uncount_agent_thread(); // the process ends with the program's last thread
-
-    // A scan must know the writer's tid to leave it alone (it takes no signals): wait for it.
-    while (!atomic_load(&writer_tid))
-        sched_yield();
     if (was_single) {
         *libc_flag = 1;
         __libc_single_threaded = 1; // the executable's copy, when it has one
