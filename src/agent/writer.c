@@ -4,11 +4,13 @@
 // compressed chunks. All encoder state lives behind one lock that only the writer, heap-error
 // reports, fork and exit take, never the allocation hot path.
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -32,7 +34,10 @@ static int need_preamble = 1;
 static int is_fork_child;
 static uint64_t last_flush_ns, last_sample_ns;
 
-// Tick -> ns since start. The rate is re-measured on every pass against CLOCK_MONOTONIC.
+// Tick -> ns since start. The rate is measured on every pass against CLOCK_MONOTONIC, over all
+// the time since the start: a pass converts events no older than that, so an event's time is
+// off by no more than the clocks' read jitter, whether the pass comes at 50 us or at 5 s. No
+// waiting at the start to measure the rate first (it took 200 us of every process).
 static uint64_t tick0, mono0;
 static double ns_per_tick = 1.0;
 
@@ -42,19 +47,12 @@ void writer_clock_init(void) {
     tick0 = clock_ticks();
     drain_floor = tick0;
     mono0 = clock_mono_ns();
-#if HL_CLOCK_IS_TSC
-    uint64_t m;
-    do
-        m = clock_mono_ns();
-    while (m - mono0 < 200000);
-    ns_per_tick = (double)(m - mono0) / (double)(clock_ticks() - tick0);
-#endif
 }
 
 static void clock_recalibrate(void) {
 #if HL_CLOCK_IS_TSC
     uint64_t t = clock_ticks(), m = clock_mono_ns();
-    if (t - tick0 > 1000000)
+    if (t != tick0 && m != mono0)
         ns_per_tick = (double)(m - mono0) / (double)(t - tick0);
 #endif
 }
@@ -63,12 +61,16 @@ static int64_t ticks_to_ns(uint64_t t) {
     return (int64_t)((double)(int64_t)(t - tick0) * ns_per_tick);
 }
 int64_t writer_now_ns(void) {
+    clock_recalibrate();
     return ticks_to_ns(clock_ticks());
 }
 int writer_is_fork_child(void) {
     return is_fork_child;
 }
 int writer_thread_id(void) {
+    // writer_start does not wait for the thread to run; a scan that must leave it alone does.
+    while (atomic_load(&writer_running) && !atomic_load(&writer_tid))
+        sched_yield();
     return atomic_load(&writer_running) ? writer_tid : 0;
 }
 
@@ -313,6 +315,7 @@ static inline int takes_two(const hl_event_t* ev) {
 
 #define HL_MERGE_MAX 256
 static void drain_all(void) {
+    clock_recalibrate(); // for the events drained now (a drain may come without a pass)
     preamble();
     // Threads that run at the same time would alternate event by event: a run of one thread's
     // events is taken while it is at most the slack past the others' next event, which keeps
@@ -522,6 +525,30 @@ void writer_kick(void) {
     os_futex_wake(&writer_wake, 1);
 }
 
+// The writer's stack is the agent's own memory, so the exit scan neither takes it for a root nor
+// reads it: a stack of glibc's making is 8 MiB of anonymous memory that the scan read whole,
+// faulting in a zero page every 4 KiB (/bin/true: 2.4K page faults, 60 ms of CPU per process).
+// Reserved as glibc's would be (pages cost once touched), below it one page left inaccessible
+// to catch an overflow. A fork child reuses its parent's: no thread of the parent runs there.
+#define HL_WRITER_STACK (8u << 20)
+static void* writer_stack(void) {
+    static uint8_t* stack;
+    static int stack_pid;
+    int pid = (int)getpid();
+    if (stack && stack_pid != pid) {
+        stack_pid = pid;
+        return stack;
+    }
+    const size_t page = 4096;
+    uint8_t* at = os_reserve(HL_WRITER_STACK + page);
+    if (!at)
+        return NULL;
+    syscall(SYS_mprotect, at, page, PROT_NONE);
+    stack = at + page;
+    stack_pid = pid;
+    return stack;
+}
+
 // glibc runs a program with one thread on fast paths (malloc without arena locks, mutexes and
 // shared_ptr counts without atomics) and leaves them for good once a second thread exists. The
 // writer is a thread the program did not make: when the program had only one, glibc is told it
@@ -542,7 +569,16 @@ int writer_start(void) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    void* stack = writer_stack();
+    if (stack)
+        pthread_attr_setstack(&attr, stack, HL_WRITER_STACK);
     int rc = pthread_create(&th, &attr, writer_main, NULL);
+    if (rc == EINVAL && stack) { // a static TLS too large for it: a stack of glibc's making
+        pthread_attr_destroy(&attr);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&th, &attr, writer_main, NULL);
+    }
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
