@@ -74,8 +74,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, "  \"exit\": {\"status\": %d, \"signal\": %d},\n", o->exit_status,
                 o->exit_signal);
     fprintf(out, "  \"scanned\": %s,\n", m->is_scanned ? "true" : "false");
-    fprintf(out, "  \"trace_complete\": %s,\n",
-            m->read.is_truncated || m->read.is_corrupt ? "false" : "true");
+    fprintf(out, "  \"trace_complete\": %s,\n", model_is_complete(m) ? "true" : "false");
     fprintf(out,
             "  \"totals\": {\"allocations\": %llu, \"frees\": %llu, \"bytes_allocated\": %llu, "
             "\"peak_heap_bytes\": %llu, \"peak_heap_blocks\": %llu, \"peak_time_ns\": %lld, "

@@ -80,6 +80,8 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->read.is_truncated || m->read.is_corrupt)
         fprintf(out, P "trace cut short (%s): the report covers what was written\n",
                 m->read.message);
+    else if (!model_is_complete(m))
+        fprintf(out, P "%s\n", model_incomplete_reason(m));
 
     // Errors first, as memcheck prints them as they happen.
     for (size_t i = 0; i < m->nerrors; i++) {
