@@ -67,10 +67,17 @@ void agent_fork_child(void) {
     writer_reset_after_fork(parent_threads);
     sink_reset_after_fork();
     modules_reset();
-    if (hl_opt.no_follow)
+    if (hl_opt.no_follow) {
         atomic_store(&hl_phase, HL_DONE);
-    else
-        writer_flush_sync(); // the child's trace begins now, from its only thread
+        return;
+    }
+    writer_flush_sync(); // the child's trace begins now, from its only thread
+    // and its writer with it: without one, events wait until a ring fills, all lost to a SIGKILL
+    hl_thread_t* self = thread_self();
+    int was_busy = self->busy;
+    self->busy = 1;
+    writer_start();
+    self->busy = was_busy;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ static size_t stack_emitted_cap;         // bytes
 static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static int need_preamble = 1;
 static int is_fork_child;
-static uint64_t last_flush_ns, last_sample_ns;
+static uint64_t last_flush_ns, next_sample_ns;
 
 // Tick -> ns since start. The rate is measured on every pass against CLOCK_MONOTONIC, over all
 // the time since the start: a pass converts events no older than that, so an event's time is
@@ -314,7 +314,8 @@ static inline int takes_two(const hl_event_t* ev) {
 }
 
 #define HL_MERGE_MAX 256
-static void drain_all(void) {
+// Returns 1 when it took any event from a ring.
+static int drain_all(void) {
     clock_recalibrate(); // for the events drained now (a drain may come without a pass)
     preamble();
     // Threads that run at the same time would alternate event by event: a run of one thread's
@@ -322,6 +323,7 @@ static void drain_all(void) {
     // each thread's repeating patterns whole for the compressor.
     uint64_t slack = (uint64_t)((double)HL_MERGE_SLACK_US * 1000.0 / ns_per_tick);
     uint64_t now = clock_ticks();
+    int took = 0;
     for (;;) {
         hl_ring_t* rings[HL_MERGE_MAX];
         uint64_t pos[HL_MERGE_MAX], end[HL_MERGE_MAX];
@@ -357,6 +359,7 @@ static void drain_all(void) {
         thread_unlock();
         if (k == 0)
             break;
+        took = 1;
         for (;;) {
             int best = -1, others = 0;
             uint64_t best_t = 0, next_t = 0; // the earliest head, and the earliest of the rest
@@ -398,9 +401,26 @@ static void drain_all(void) {
             break;
     }
     drain_floor = now;
+    return took;
 }
 
 static void flush_chunk(void);
+
+// A trace cut short (SIGKILL, an exit the agent cannot see) keeps what was written: a heap event
+// is in the file at most HL_FLUSH_LAG_NS after it was made. Passes come at most
+// HL_FLUSH_LAG_NS - HL_FLUSH_MARGIN_NS apart, and a pass ends the open chunk once an event in it
+// may be that old; the margin is the pass's own time (drain, compress, write). A busy program's
+// chunks then hold 8 ms of events each (up to 1 MiB): zstd's stream and window go on across
+// chunks, so the cost is their headers and block ends, not lost matches.
+#define HL_FLUSH_LAG_NS 10000000ull
+#define HL_FLUSH_MARGIN_NS 2000000ull
+#define HL_FLUSH_EVERY_NS (HL_FLUSH_LAG_NS - HL_FLUSH_MARGIN_NS)
+// What is not a heap event (RSS samples, module records) may wait this long for a chunk's end.
+#define HL_FLUSH_IDLE_NS 100000000ull
+
+static uint64_t pass_start_ns;      // the last pass's drain began: later events were made after it
+static uint64_t unwritten_since_ns; // no heap event of the open chunk was made before (0: none)
+static _Atomic uint64_t next_pass_ns; // when the writer must pass again
 
 // A chunk is compressed in parts of HL_FEED_BYTES raw bytes as they are encoded: rings are
 // drained between parts, so a program filling its ring waits at most for one part (well under
@@ -441,6 +461,7 @@ static void flush_chunk(void) {
     sink_end_chunk();
     chunk_restart();
     last_flush_ns = clock_mono_ns();
+    unwritten_since_ns = 0;
 }
 
 static void sample(void) {
@@ -467,17 +488,40 @@ static void sample(void) {
     enc_u(&enc, rss);
 }
 
+// Drains the rings, noting when the oldest event the open chunk may now hold was made.
+static void drain_noting_age(void) {
+    uint64_t start = clock_mono_ns();
+    if (drain_all() && !unwritten_since_ns)
+        unwritten_since_ns = pass_start_ns ? pass_start_ns : start;
+    pass_start_ns = start;
+}
+
 // One writer pass; the caller holds the writer lock.
 static void pass(int force_flush) {
     clock_recalibrate();
-    drain_all();
+    drain_noting_age();
+    uint64_t start = pass_start_ns;
     uint64_t now = clock_mono_ns();
-    if (now - last_sample_ns >= (uint64_t)hl_opt.sample_ms * 1000000u) {
+    uint64_t period = (uint64_t)hl_opt.sample_ms * 1000000u;
+    if (now >= next_sample_ns) {
         sample();
-        last_sample_ns = now;
+        // Due times stay on their grid when passes come more often than samples.
+        next_sample_ns = now - next_sample_ns < period ? next_sample_ns + period : now + period;
     }
-    if (force_flush || chunk_fed + enc.len >= HL_CHUNK_BYTES || now - last_flush_ns >= 100000000u)
+    if (force_flush || chunk_fed + enc.len >= HL_CHUNK_BYTES ||
+        (unwritten_since_ns && now - unwritten_since_ns >= HL_FLUSH_EVERY_NS) ||
+        now - last_flush_ns >= HL_FLUSH_IDLE_NS)
         flush_chunk();
+    uint64_t next = (unwritten_since_ns ? unwritten_since_ns : start) + HL_FLUSH_EVERY_NS;
+    atomic_store_explicit(&next_pass_ns, next < next_sample_ns ? next : next_sample_ns,
+                          memory_order_relaxed);
+}
+
+// How long the writer may sleep before its next pass.
+static long pass_wait_ns(void) {
+    uint64_t next = atomic_load_explicit(&next_pass_ns, memory_order_relaxed);
+    uint64_t now = clock_mono_ns();
+    return next > now ? (long)(next - now) : 0;
 }
 
 static void* writer_main(void* arg) {
@@ -487,7 +531,7 @@ static void* writer_main(void* arg) {
     for (;;) {
         atomic_store(&writer_wake, 0);
         atomic_store(&hl_writer_sleeping, 1);
-        os_futex_wait(&writer_wake, 0, (long)hl_opt.sample_ms * 1000000L);
+        os_futex_wait(&writer_wake, 0, pass_wait_ns());
         atomic_store(&hl_writer_sleeping, 0);
         writer_lock();
         if (atomic_load(&hl_phase) != HL_ON) {
@@ -633,7 +677,7 @@ void writer_flush_sync(void) {
 // single-threaded (see writer_start).
 void writer_modules_changed(void) {
     writer_lock();
-    drain_all();
+    drain_noting_age();
     modules_refresh(&enc);
     writer_unlock();
 }
@@ -716,4 +760,5 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     need_preamble = 1;
     is_fork_child = 1;
     last_flush_ns = clock_mono_ns();
+    unwritten_since_ns = 0;
 }

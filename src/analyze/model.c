@@ -343,11 +343,20 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
     }
 }
 
+// A heap event after EXEC: the exec failed and the image went on; its end is still to come.
+static HL_NOINLINE void exec_failed(model_t* m) {
+    free(m->exec_path);
+    m->exec_path = NULL;
+}
+
 // ALLOC and FREE, nearly every record, go straight to their handlers.
 static int on_record(const rd_record_t* r, void* arg) {
     model_t* m = arg;
     if (r->time_ns > m->last_time_ns)
         m->last_time_ns = r->time_ns;
+    if (hl_unlikely(m->exec_path) &&
+        (r->tag == REC_ALLOC || r->tag == REC_FREE || r->tag == REC_MMAP || r->tag == REC_MUNMAP))
+        exec_failed(m);
     if (hl_likely(r->tag == REC_ALLOC))
         on_alloc(m, r);
     else if (hl_likely(r->tag == REC_FREE))
@@ -390,6 +399,22 @@ int model_load(model_t* m, const char* path) {
         return -ENOMEM;
     }
     return 0;
+}
+
+// The agent writes END last, after every event and the scan; an image replaced by exec ends
+// with EXEC, everything before it written. Without either, the process ended unseen.
+const char* model_incomplete_reason(const model_t* m) {
+    if (m->read.is_truncated || m->read.is_corrupt)
+        return m->read.message;
+    if (!m->has_end && !m->exec_path)
+        return "the trace has no end: the process ended without heaplens seeing it (SIGKILL, "
+               "or an exit system call made directly); its last ~10 ms of events may be "
+               "missing, and no leak scan ran";
+    return NULL;
+}
+
+int model_is_complete(const model_t* m) {
+    return model_incomplete_reason(m) == NULL;
 }
 
 void model_free(model_t* m) {

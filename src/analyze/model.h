@@ -166,6 +166,12 @@ typedef struct model_s {
 int model_load(model_t* m, const char* path);
 void model_free(model_t* m);
 
+// Whether the trace tells the whole run: every chunk read whole, and it ends with END (or with
+// the EXEC that replaced the image). Else model_incomplete_reason says what is missing, in one
+// sentence; it returns NULL for a complete trace.
+int model_is_complete(const model_t* m);
+const char* model_incomplete_reason(const model_t* m);
+
 // The site with this number, or NULL.
 const md_site_t* model_site(const model_t* m, uint64_t site);
 

@@ -93,8 +93,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->is_scan_short)
         fputs("  \"scan_failed\": \"no memory\",\n", out);
     fprintf(out, "  \"trace_complete\": %s,\n",
-            m->read.is_truncated || m->read.is_corrupt || strcmp(heap_traced, "all") ? "false"
-                                                                                     : "true");
+            model_is_complete(m) && !strcmp(heap_traced, "all") ? "true" : "false");
     fprintf(out,
             "  \"totals\": {\"allocations\": %llu, \"frees\": %llu, \"bytes_allocated\": %llu, "
             "\"peak_heap_bytes\": %llu, \"peak_heap_blocks\": %llu, \"peak_time_ns\": %lld, "

@@ -80,6 +80,8 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->read.is_truncated || m->read.is_corrupt)
         fprintf(out, P "trace cut short (%s): the report covers what was written\n",
                 m->read.message);
+    else if (!model_is_complete(m))
+        fprintf(out, P "%s\n", model_incomplete_reason(m));
     if (m->info_flags & HL_INFO_HEAP_UNTRACED)
         fprintf(out, P "heap NOT traced: the program defines its own allocator and no call to it "
                        "could be routed to heaplens\n");

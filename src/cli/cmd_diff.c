@@ -356,8 +356,8 @@ static int load_side(dside_t* d, const char* path, const char* sysroot) {
         cli_error("%s: %s", path, d->m->read.message);
         return -1;
     }
-    if (d->m->read.is_truncated)
-        cli_error("%s: %s (using what was readable)", path, d->m->read.message);
+    if (!model_is_complete(d->m))
+        cli_error("%s: %s (using what was readable)", path, model_incomplete_reason(d->m));
     d->ctx = report_ctx_new(d->m, sysroot);
     if (!d->ctx) {
         cli_error("out of memory");
