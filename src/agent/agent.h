@@ -209,6 +209,7 @@ uint32_t thread_count(void);
 void thread_uncount_agent_thread(void); // the writer exists: not a thread of glibc's count
 int thread_program_is_gone(void);       // writer: is every other task gone? (fallback only)
 int thread_task_has_exited(int tid);    // gone, or a zombie (main after its pthread_exit)
+int thread_tasks_alive_besides(int self, int other); // a live task but these two (0: none)?
 
 // A child of clone(CLONE_VM), a thread of the program's own making (hooks_os.c starts it).
 typedef struct hl_clone_child_s {

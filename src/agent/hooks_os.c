@@ -247,8 +247,13 @@ static int start_forked(void* p) {
     agent_fork_child();
     int rc = start.fn(start.arg);
     // glibc's clone ends the child with a bare exit system call, no exit handlers: its status
-    // is fn's value, as it is for _exit.
+    // is fn's value, as it is for _exit. That ends the process only when this is its last task;
+    // the agent's writer, parked once the trace is finished, would keep it alive for ever (and
+    // its parent waiting), so when no other task of the program lives the process ends here.
+    int writer = writer_thread_id();
     agent_finish(HL_END_EXIT, rc & 0xff);
+    if (!thread_tasks_alive_besides(os_gettid(), writer))
+        syscall(SYS_exit_group, rc);
     return rc;
 }
 

@@ -140,6 +140,27 @@ int thread_task_has_exited(int tid) {
     return state == 'Z' || state == 'X';
 }
 
+// Is a task of this process alive besides `self` and `other` (0: none)? From /proc/self/task;
+// a task that exited but stays a zombie (a group leader) counts as gone.
+int thread_tasks_alive_besides(int self, int other) {
+    int fd =
+        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    int others = 0;
+    char dents[4096];
+    for (long n; !others && (n = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0;) {
+        for (long off = 0; off < n && !others;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            int tid = (int)strtol(d->d_name, NULL, 10);
+            others = tid > 0 && tid != self && tid != other && !thread_task_has_exited(tid);
+        }
+    }
+    close(fd);
+    return others;
+}
+
 // Only where libc_thread_count is missing, and only once every ring is dead (nothing is read
 // while a known program thread lives): is every task but the calling one (the writer) gone?
 // Tasks that never allocated have no ring; /proc is what sees them.
@@ -153,22 +174,7 @@ int thread_program_is_gone(void) {
     thread_unlock();
     if (live)
         return 0;
-    int fd =
-        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    int self = os_gettid(), others = 0;
-    char dents[4096];
-    for (long n; !others && (n = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0;) {
-        for (long off = 0; off < n && !others;) {
-            struct dirent64* d = (struct dirent64*)(dents + off);
-            off += d->d_reclen;
-            int tid = (int)strtol(d->d_name, NULL, 10);
-            others = tid > 0 && tid != self && !thread_task_has_exited(tid);
-        }
-    }
-    close(fd);
-    return !others;
+    return !thread_tasks_alive_besides(os_gettid(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
