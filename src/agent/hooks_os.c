@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -142,6 +143,36 @@ HL_EXPORT void _Exit(int status) {
     resolve_now();
     if (hl_real.Exit)
         hl_real.Exit(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+// quick_exit runs the at_quick_exit handlers, then glibc's own _exit by an internal call the
+// interposed _exit never sees. The agent's handler, registered as the agent loads (before the
+// program can register any), runs after every handler of the program's (they run last in,
+// first out), so their frees count; quick_exit itself only notes the status for it.
+static void (*real_quick_exit)(int);
+static _Atomic int quick_exit_status;
+
+static void finish_at_quick_exit(void) {
+    agent_finish(HL_END_EXIT, atomic_load(&quick_exit_status) & 0xff);
+}
+
+__attribute__((constructor)) static void register_quick_exit(void) {
+    at_quick_exit(finish_at_quick_exit);
+}
+
+HL_EXPORT void quick_exit(int status) {
+    atomic_store(&quick_exit_status, status);
+    if (!real_quick_exit) {
+        int was_busy = thread_self()->busy;
+        thread_self()->busy = 1;
+        *(void**)&real_quick_exit = dlsym(RTLD_NEXT, "quick_exit");
+        thread_self()->busy = was_busy;
+    }
+    if (real_quick_exit)
+        real_quick_exit(status);
+    finish_at_quick_exit(); // no libc quick_exit: end as _exit would
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }

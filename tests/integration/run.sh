@@ -483,6 +483,13 @@ check exit_underscore "$J" "end['how'] == 'exit'" "end['value'] == 5" "scanned =
     "rec('definite', 'leak_before_underscore_exit') == {'bytes': 300, 'blocks': 1, 'records': 1}" \
     "lb('definite') == 300"
 
+hl exit_quick -- exit_quick
+expect_status exit_quick 6
+check exit_quick "$J" "end['how'] == 'exit'" "end['value'] == 6" "scanned == True" \
+    "j['trace_complete'] == True" "calls['malloc'] == 16001" "calls['free'] == 16000" \
+    "rec('definite', 'leak_before_quick_exit') == {'bytes': 700, 'blocks': 1, 'records': 1}" \
+    "lb('definite') == 700" "lb('reachable') == 0"
+
 hl exit_abort -- exit_abort
 expect_status exit_abort 134
 check exit_abort "$J" "end['how'] == 'signal'" "end['value'] == 6" "scanned == True" \
