@@ -110,6 +110,10 @@ $(BUILD)/programs/foreign_own_malloc: tests/programs/foreign_own_malloc.c tests/
 	$(CC) -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign
 $(BUILD)/programs/foreign_nopie: tests/programs/foreign_nopie.c tests/programs/foreign_own_malloc.c tests/programs/common.h $(BUILD)/programs/libforeign_lazy.so
 	$(CC) -fno-pie -no-pie -o $@ $< $(FOREIGN_EXE_FLAGS) -lforeign_lazy
+# A non-PIE executable that takes malloc's address: canonical PLT entries, no allocator of its own.
+$(BUILD)/programs/foreign_canonical_plt: tests/programs/foreign_canonical_plt.c tests/programs/common.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -fno-pie -no-pie -fno-omit-frame-pointer -o $@ $<
 $(BUILD)/programs/foreign_static: tests/programs/foreign_static.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -static -o $@ $<

@@ -6,6 +6,7 @@
 // bound to it are routed to the agent (see "Foreign allocators" below).
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -174,7 +175,15 @@ static void find_foreign(void) {
         const foreign_fn_t* f = &foreign_fns[i];
         void* bound = dlsym(RTLD_DEFAULT, f->name);
         Dl_info where;
-        if (!bound || !dladdr(bound, &where) || where.dli_fbase == self.dli_fbase)
+        const ElfW(Sym)* sym = NULL;
+        if (!bound || !dladdr1(bound, &where, (void**)&sym, RTLD_DL_SYMENT) ||
+            where.dli_fbase == self.dli_fbase)
+            continue;
+        // A non-PIE executable that takes the function's address imports it through a
+        // canonical PLT entry: an undefined symbol with the entry's address as its value, which
+        // dlsym returns. That entry jumps through the executable's own relocation slot, bound
+        // to the agent like every other call: no definition, nothing foreign (Debian's python3).
+        if (sym && sym->st_shndx == SHN_UNDEF)
             continue;
         void* hook = got_own_symbol((const void*)&find_foreign, f->name);
         if (!hook)

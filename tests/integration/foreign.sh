@@ -94,7 +94,7 @@ if [ ! -x "$HL" ] || [ ! -f "$BUILD/libheaplens.so" ]; then
     echo "$PASSED passed, $FAILED failed"
     exit 1
 fi
-for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_usable_size foreign_static foreign_static_pie libplugin.so alloc_basic; do
+for p in foreign_own_malloc foreign_nopie foreign_noaccess foreign_usable_size foreign_canonical_plt foreign_static foreign_static_pie libplugin.so alloc_basic; do
     [ -e "$PROGS/$p" ] || fail "setup" "$PROGS/$p is missing (make check builds it)"
 done
 
@@ -215,6 +215,22 @@ expect usable_size "exit status" 0 "$ST"
 expect usable_size "no warning" "" "$(warnings)"
 check usable_size "$J" "j['heap_traced'] == 'all'" "j['trace_complete'] == True" \
     "lb('definite') == 10" "ln('definite') == 1"
+
+# A non-PIE executable importing malloc and free through canonical PLT entries defines no
+# allocator (it crashed with SIGSEGV when they were taken for its own: Debian's python3).
+hl canonical_plt -- "$PROGS/foreign_canonical_plt"
+expect canonical_plt "exit status" 0 "$ST"
+expect canonical_plt "stdout" "foreign_canonical_plt done" "$(cat "$D/stdout")"
+expect canonical_plt "no warning" "" "$(warnings)"
+check canonical_plt "$J" "j['heap_traced'] == 'all'" "j['trace_complete'] == True" \
+    "calls['malloc'] >= 8" "lb('definite') == 40" "ln('definite') == 1"
+if [ -x /usr/bin/python3 ] && [ "$(readelf -h /usr/bin/python3 2>/dev/null | awk '/Type:/ {print $2}')" = EXEC ]; then
+    hl python3_nopie -- /usr/bin/python3 -c 'print("python3 ran")'
+    expect python3_nopie "exit status" 0 "$ST"
+    expect python3_nopie "stdout" "python3 ran" "$(cat "$D/stdout")"
+    expect python3_nopie "no warning" "" "$(warnings)"
+    check python3_nopie "$J" "j['heap_traced'] == 'all'" "calls['malloc'] > 100"
+fi
 
 # A program on glibc's allocator: no warning, the whole heap, a complete trace.
 hl alloc_basic -- "$PROGS/alloc_basic"

@@ -271,4 +271,64 @@ for mode in fork vm thread vfork spawn; do
     fi
 done
 
+# ================================================================================================
+# SIGKILL at random moments: nothing can run in the process, so what the trace lacks is what the
+# writer had not yet flushed (a chunk ends at most every 8 ms). kill_progress publishes how many
+# mallocs it made in a shared file; the trace must stay readable, say its end is missing, and
+# lack at most the last 100 ms of events (median under 25 ms: the writer flushes every 8 ms).
+KILL_TRIALS=10
+KILL_MAX_LOST_MS=100
+KILL_MEDIAN_LOST_MS=25
+if [ -x "$PROGS/kill_progress" ]; then
+    lost_list=""
+    for trial in $(seq 1 $KILL_TRIALS); do
+        D=$WORK/sigkill_$trial
+        mkdir -p "$D"
+        timeout -k 5 "$TIMEOUT" "$HL" run -q -o "$D/t.hl" -- "$PROGS/kill_progress" "$D/progress" \
+            >/dev/null 2>"$D/stderr" </dev/null &
+        cli=$!
+        pid=""
+        for _ in $(seq 1 500); do # the program has started once it published its pid
+            pid=$(python3 -c 'import struct,sys; print(struct.unpack_from("<4Q", open(sys.argv[1],"rb").read(32))[3])' "$D/progress" 2>/dev/null)
+            [ -n "$pid" ] && [ "$pid" != 0 ] && break
+            sleep 0.01
+        done
+        sleep "0.$(printf '%03d' $((100 + RANDOM % 500)))"
+        kill -KILL "$pid" 2>/dev/null
+        wait $cli 2>/dev/null
+        if ! timeout -k 5 "$TIMEOUT" "$HL" report -q --json "$D/r.json" "$D/t.hl" >/dev/null 2>"$D/report.err"; then
+            fail "SIGKILL trial $trial: report" "$(head -c 200 "$D/report.err")"
+            continue
+        fi
+        res=$(python3 - "$D/progress" "$D/r.json" <<'PYEOF'
+import json, struct, sys
+mallocs, start, last, pid = struct.unpack_from("<4Q", open(sys.argv[1], "rb").read(32))
+j = json.load(open(sys.argv[2]))
+traced = j["calls"]["malloc"]
+lost = max(0, mallocs - traced)
+per_ms = mallocs / max(1, (last - start) / 1e6)
+print("%s %.2f %d %d" % (j["trace_complete"], lost / per_ms, mallocs, traced))
+PYEOF
+)
+        read -r complete lost_ms made traced <<<"$res"
+        if [ "$complete" != False ]; then
+            fail "SIGKILL trial $trial" "trace_complete is '$complete' for a killed process"
+        elif awk -v l="$lost_ms" -v m=$KILL_MAX_LOST_MS 'BEGIN { exit !(l <= m) }'; then
+            pass "SIGKILL trial $trial: $traced of $made mallocs in the trace, $lost_ms ms lost"
+        else
+            fail "SIGKILL trial $trial" "$traced of $made mallocs in the trace: $lost_ms ms lost (at most $KILL_MAX_LOST_MS)"
+        fi
+        lost_list="$lost_list $lost_ms"
+    done
+    median=$(tr ' ' '\n' <<<"$lost_list" | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    maxl=$(tr ' ' '\n' <<<"$lost_list" | grep . | sort -g | tail -1)
+    if [ -n "$median" ] && awk -v l="$median" -v m=$KILL_MEDIAN_LOST_MS 'BEGIN { exit !(l <= m) }'; then
+        pass "SIGKILL at random moments: median $median ms, max $maxl ms of events lost ($KILL_TRIALS trials)"
+    else
+        fail "SIGKILL at random moments" "median ${median:-?} ms, max ${maxl:-?} ms lost (median at most $KILL_MEDIAN_LOST_MS)"
+    fi
+else
+    skip "SIGKILL at random moments" "$PROGS/kill_progress missing"
+fi
+
 finish

@@ -314,7 +314,8 @@ fi
 
 hl signals_view -- signals_view
 expect_status signals_view 143
-want=$(cd "$D" && "$PROGS/signals_view" 2>/dev/null)
+# natively under timeout too, as hl runs it: timeout sets its own SIGINT, which exec resets
+want=$(cd "$D" && timeout -k 5 "$TIMEOUT" "$PROGS/signals_view" 2>/dev/null)
 got=$(cat "$D/stdout" 2>/dev/null)
 if [ "$got" = "$want" ] && grep -q "sigaction 2: default" <<<"$got"; then
     pass "signals_view: dispositions seen as without heaplens"
@@ -489,6 +490,49 @@ check exit_quick "$J" "end['how'] == 'exit'" "end['value'] == 6" "scanned == Tru
     "j['trace_complete'] == True" "calls['malloc'] == 16001" "calls['free'] == 16000" \
     "rec('definite', 'leak_before_quick_exit') == {'bytes': 700, 'blocks': 1, 'records': 1}" \
     "lb('definite') == 700" "lb('reachable') == 0"
+
+# Python's multiprocessing.Pool.terminate() ends its workers with SIGTERM at the default action:
+# each worker's trace must end with the signal, scanned and complete (the agent's handler).
+PY=/usr/bin/python3
+if [ -x "$PY" ]; then
+    D=$WORK/mp_terminate
+    mkdir -p "$D"
+    cat >"$D/pool.py" <<'PYEOF'
+import multiprocessing as mp, os, time
+def work(x):
+    held = [bytes(5000 + x) for _ in range(50)]
+    time.sleep(30)
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    pool = mp.Pool(2)
+    pool.map_async(work, range(2))
+    time.sleep(1.5)
+    pool.terminate()
+    pool.join()
+    print("terminated")
+PYEOF
+    (cd "$D" && timeout -k 5 60 "$HL" run -q -o "$D/t.%p.hl" -- "$PY" pool.py >"$D/stdout" 2>"$D/stderr")
+    expect_status "multiprocessing Pool.terminate" 0 $?
+    n_term=0
+    for t in "$D"/t.*.hl; do
+        line=$("$HL" report --json - "$t" 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+e = j["end"]
+print(e["how"], e["value"], j["scanned"], j["trace_complete"])' 2>/dev/null)
+        case "$line" in
+        "signal 15 True True") n_term=$((n_term + 1)) ;;
+        "signal 15"*) fail "multiprocessing worker $t" "ended by SIGTERM but: $line" ;;
+        esac
+    done
+    if [ "$n_term" = 2 ]; then
+        pass "multiprocessing Pool.terminate: both workers' traces end with SIGTERM, scanned, complete"
+    else
+        fail "multiprocessing Pool.terminate" "$n_term worker traces end with SIGTERM, scanned (want 2)"
+    fi
+else
+    skip "multiprocessing Pool.terminate" "no $PY"
+fi
 
 hl exit_abort -- exit_abort
 expect_status exit_abort 134
