@@ -617,16 +617,22 @@ int unwind_here(uintptr_t* ips, int max) {
 
 #define HL_RELEASE_DEPTH 16
 
+// The general unwinder's path, out of line: its 2 KiB array of frames must not sit in every
+// capture's frame, where it would push the walk below it deeper into the program's stack on
+// each allocation (a recursion near its stack limit would lose levels to it).
+static HL_NOINLINE HL_COLD uint32_t capture_general(int max) {
+    uintptr_t ips[HL_MAX_DEPTH];
+    return stack_intern(ips, unwind_general(ips, max), NULL);
+}
+
 static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uintptr_t ip, sp, rbp;
     // A release stack only ever names where a block was freed before, in a report of a double
     // free: its innermost frames say it, as memcheck's 12 do. The full depth is for allocations.
     int max = which == 1 && hl_opt.depth > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : hl_opt.depth;
     unwind_state_t* st = thread_state(t);
-    if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0)) {
-        uintptr_t ips[HL_MAX_DEPTH];
-        return stack_intern(ips, unwind_general(ips, max), NULL);
-    }
+    if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
+        return capture_general(max);
     recent_t* rc = &st->recent[which];
     uint32_t at = recent_slot(ip, sp);
     if (rc->index[at]) {
@@ -643,8 +649,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
     if (n < 0) {
         fresh->n = 0;
-        uintptr_t ips[HL_MAX_DEPTH];
-        return stack_intern(ips, unwind_general(ips, max), NULL);
+        return capture_general(max);
     }
     // The last frame's own slot may be unread (the walk stopped at max): matches compare the
     // n - 1 slots that were.

@@ -5,7 +5,8 @@
 # end, with its exit handlers and a complete trace), a small `ulimit -f` (the agent's writes
 # fail, the program never gets their SIGXFSZ), a program that puts its own data file on
 # descriptor 2 (the agent never writes there), and children made by clone() and vfork() (each
-# in the right trace, under the right thread, the parent's trace untouched). One line per
+# in the right trace, under the right thread, the parent's trace untouched), SIGKILL at random
+# moments (what is lost, measured) and the agent's stack use per allocator call. One line per
 # check, "PASS name" or "FAIL name: reason" ("SKIP name: why" when the machine cannot run it);
 # the last line is "N passed, N failed"; exit 1 when anything failed.
 set -u
@@ -329,6 +330,27 @@ PYEOF
     fi
 else
     skip "SIGKILL at random moments" "$PROGS/kill_progress missing"
+fi
+
+# ================================================================================================
+# Stack depth: the agent's hooks run on the program's stack, so each allocator call near the
+# stack's limit costs the program what the agent uses beyond the allocator's own. stack_use
+# paints the stack, calls each function and finds the lowest byte changed: the largest use
+# under heaplens may exceed the native one by at most STACK_EXTRA_MAX bytes (a new stack's walk
+# and a new return address's CFI rule included; a recursion repeating its addresses uses less).
+STACK_EXTRA_MAX=2048
+if [ -x "$PROGS/stack_use" ]; then
+    run "$WORK/stack_native" "$PROGS/stack_use"
+    run "$WORK/stack_hl" "$HL" run -q -o "$WORK/stack_hl/t.hl" -- "$PROGS/stack_use"
+    n=$(awk '$1 == "max" { print $2 }' "$WORK/stack_native/stdout")
+    h=$(awk '$1 == "max" { print $2 }' "$WORK/stack_hl/stdout")
+    if [ -n "$n" ] && [ -n "$h" ] && [ $((h - n)) -le $STACK_EXTRA_MAX ]; then
+        pass "stack use per allocator call: $h bytes under heaplens, $n natively (agent +$((h - n)))"
+    else
+        fail "stack use per allocator call" "${h:-?} bytes under heaplens, ${n:-?} natively (at most +$STACK_EXTRA_MAX)"
+    fi
+else
+    skip "stack use per allocator call" "$PROGS/stack_use missing"
 fi
 
 finish
