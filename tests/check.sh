@@ -39,6 +39,9 @@ tally "$out" reports
 echo "== verdicts on real programs (tar, gfortran) against memcheck"
 out=$("$ROOT/tests/integration/verdicts_real.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" verdicts_real
+echo "== stale pointers (each leak case at -O0 and -O2, several runs, against memcheck)"
+out=$("$ROOT/tests/integration/stale.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" stale
 echo "== security (trace and output files: full disks, devices, planted links, modes)"
 out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" security
