@@ -491,6 +491,19 @@ check exit_quick "$J" "end['how'] == 'exit'" "end['value'] == 6" "scanned == Tru
     "rec('definite', 'leak_before_quick_exit') == {'bytes': 700, 'blocks': 1, 'records': 1}" \
     "lb('definite') == 700" "lb('reachable') == 0"
 
+# The exit_group system call itself (Go's runtime, syscall(2)): nothing runs in the process, so
+# no scan; the trace must say its end is missing, and keep every event older than the writer's
+# flush period (the program sleeps 50 ms before it exits).
+hl exit_raw -- exit_raw 50
+expect_status exit_raw 4
+check exit_raw "$J" "end['how'] == 'unknown'" "scanned == False" "j['trace_complete'] == False" \
+    "calls['malloc'] == 16000" "calls['free'] == 8000"
+if grep -q "the trace has no end" "$D/stderr"; then
+    pass "exit_raw: the report says the trace has no end"
+else
+    fail "exit_raw: the report says the trace has no end" "$(head -c 300 "$D/stderr")"
+fi
+
 # Python's multiprocessing.Pool.terminate() ends its workers with SIGTERM at the default action:
 # each worker's trace must end with the signal, scanned and complete (the agent's handler).
 PY=/usr/bin/python3
