@@ -42,6 +42,9 @@ tally "$out" verdicts_real
 echo "== stale pointers (each leak case at -O0 and -O2, several runs, against memcheck)"
 out=$("$ROOT/tests/integration/stale.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" stale
+echo "== remote (heaplens server: the collector, its sockets, tokens and refusals)"
+out=$("$ROOT/tests/integration/remote.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" remote
 echo "== security (trace and output files: full disks, devices, planted links, modes)"
 out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" security

@@ -89,6 +89,7 @@ int cmd_memcheck(int argc, char** argv); // cmd_memcheck.c: Valgrind's command l
 int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c
 int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json
+int cmd_server(int argc, char** argv); // cmd_server.c: the collector of remote traces
 
 // "heaplens: " + message, one line, on stderr.
 void cli_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

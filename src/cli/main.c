@@ -25,6 +25,7 @@ static void usage(FILE* out) {
           "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
           "       heaplens html REPORT.json [-o PAGE.html]\n"
           "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
+          "       heaplens server --listen ADDR [-o DIR] [--token FILE]   (the collector)\n"
           "       heaplens --version\n"
           "\n"
           "run options:\n"
@@ -309,7 +310,7 @@ static const struct {
     int has_own_help;
 } commands[] = {
     {"run", cmd_run, 0},   {"report", cmd_report, 0},     {"diff", cmd_diff, 1},
-    {"html", cmd_html, 0}, {"memcheck", cmd_memcheck, 1},
+    {"html", cmd_html, 0}, {"memcheck", cmd_memcheck, 1}, {"server", cmd_server, 1},
 };
 
 int main(int argc, char** argv) {

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# remote.sh BUILD_DIR - the collector (heaplens server) and traced programs that send their trace
+# to it. Checks: a stream arrives byte for byte as the trace, named from its process record,
+# private (0600), over a UNIX socket and loopback TCP; listeners are refused where they would be
+# open to others (a shared socket directory, a non-loopback address without a token, a token
+# file others can read); a wrong or missing token gets nothing written; a target that goes away
+# mid-stream leaves a trace cut short that still reports; and programs traced with
+# `heaplens run --remote` give the same report as with a local trace file, and run unharmed
+# when the collector is missing or killed.
+# One line per check, "PASS name" or "FAIL name: reason"; the last line is "N passed, N failed".
+set -u
+
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "FAIL setup: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
+HL=$BUILD/heaplens
+PROGS=$BUILD/programs
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-remote.XXXXXX")
+chmod 700 "$WORK"
+SERVERS=()
+cleanup() {
+    local p
+    for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+PASSED=0
+FAILED=0
+TIMEOUT=30
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+finish() { echo "$PASSED passed, $FAILED failed"; [ "$FAILED" -eq 0 ]; exit $?; }
+expect() { # expect NAME WANT GOT
+    if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi
+}
+
+[ -x "$HL" ] || { fail setup "$HL missing (make all)"; finish; }
+
+# A real trace to send: alloc_basic's.
+REF=$WORK/ref.hl
+(cd "$WORK" && "$HL" run -q -o "$REF" -- "$PROGS/alloc_basic" >/dev/null 2>&1)
+[ -s "$REF" ] || { fail setup "no reference trace"; finish; }
+
+# start_server NAME ARGS...: starts `heaplens server ARGS` in the background; sets SRV (pid) and
+# ADDR (what it says it listens on), waiting for its first line.
+start_server() {
+    local name=$1
+    shift
+    local log=$WORK/$name.log
+    timeout -k 5 60 "$HL" server "$@" >"$log" 2>"$log.err" &
+    SRV=$!
+    SERVERS+=("$SRV")
+    ADDR=""
+    for _ in $(seq 1 200); do
+        ADDR=$(sed -n 's/^heaplens: listening on //p' "$log")
+        [ -n "$ADDR" ] && return 0
+        kill -0 "$SRV" 2>/dev/null || break
+        sleep 0.02
+    done
+    return 1
+}
+
+# send ADDR FILE [TOKEN_LINE] [BYTES]: connects and sends the line, then FILE's first BYTES.
+send() {
+    python3 - "$@" <<'PYEOF'
+import socket, sys
+addr, path = sys.argv[1], sys.argv[2]
+line = sys.argv[3].encode() if len(sys.argv) > 3 and sys.argv[3] else b""
+data = open(path, "rb").read()
+if len(sys.argv) > 4:
+    data = data[: int(sys.argv[4])]
+if addr.startswith("unix:"):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(addr[5:])
+else:
+    host, port = addr[4:].rsplit(":", 1)
+    s = socket.create_connection((host.strip("[]"), int(port)))
+s.sendall(line + data)
+s.close()
+PYEOF
+}
+
+# ================================================================================================
+# A UNIX socket in a private directory: two streams, two traces, byte for byte.
+D=$WORK/unix
+mkdir -p "$D/out" && chmod 700 "$D"
+if start_server unix --listen "unix:$D/c.sock" -o "$D/out" --count 2; then
+    pass "server on a UNIX socket: says where it listens ($ADDR)"
+    expect "UNIX socket mode" "600" "$(stat -c %a "$D/c.sock")"
+    send "$ADDR" "$REF"
+    send "$ADDR" "$REF"
+    wait "$SRV"
+    expect "server --count 2: exit status" 0 $?
+    pid=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["process"]["pid"])' < <("$HL" report -q --json - "$REF" 2>/dev/null))
+    T1=$D/out/heaplens.alloc_basic.$pid.hl
+    if cmp -s "$REF" "$T1" && cmp -s "$REF" "$T1.1"; then
+        pass "UNIX socket: both streams kept byte for byte, named heaplens.PROG.PID.hl and .1"
+    else
+        fail "UNIX socket: traces" "$(ls "$D/out")"
+    fi
+    expect "received trace mode" "600" "$(stat -c %a "$T1" 2>/dev/null)"
+    [ ! -e "$D/c.sock" ] && pass "the socket is removed when the server ends" || fail "socket left" "$D/c.sock"
+else
+    fail "server on a UNIX socket" "did not start: $(cat "$WORK/unix.log.err")"
+fi
+
+# unix: alone: a private directory of the server's making.
+if start_server unixauto --listen unix: -o "$WORK" --duration 1; then
+    sock=${ADDR#unix:}
+    expect "unix: alone: the socket's directory is private" "700" "$(stat -c %a "$(dirname "$sock")")"
+    wait "$SRV"
+    [ ! -e "$(dirname "$sock")" ] && pass "unix: alone: its directory is removed at the end" ||
+        fail "unix: alone" "$(dirname "$sock") left behind"
+else
+    fail "server --listen unix:" "did not start: $(cat "$WORK/unixauto.log.err")"
+fi
+
+# ================================================================================================
+# Loopback TCP on a free port.
+D=$WORK/tcp
+mkdir -p "$D"
+if start_server tcp --listen tcp:127.0.0.1:0 -o "$D" --count 1; then
+    case "$ADDR" in tcp:127.0.0.1:[1-9]*) pass "TCP: a free loopback port ($ADDR)" ;; *) fail "TCP address" "$ADDR" ;; esac
+    send "$ADDR" "$REF"
+    wait "$SRV"
+    n=$(ls "$D"/heaplens.alloc_basic.*.hl 2>/dev/null | wc -l)
+    t=$(ls "$D"/heaplens.alloc_basic.*.hl 2>/dev/null | head -1)
+    if [ "$n" = 1 ] && cmp -s "$REF" "$t"; then pass "TCP: the stream kept byte for byte"; else fail "TCP trace" "$(ls "$D")"; fi
+    if "$HL" report -q --json "$D/r.json" "$t" 2>/dev/null && "$HL" report -q --json "$D/ref.json" "$REF" 2>/dev/null &&
+        python3 - "$D/r.json" "$D/ref.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = ("totals", "calls", "leaks", "end")
+sys.exit(0 if all(a[k] == b[k] for k in keys) else 1)
+PYEOF
+    then
+        pass "TCP: the received trace reports as the original (totals, calls, leaks, end)"
+    else
+        fail "TCP: report of the received trace" "differs from the original's"
+    fi
+else
+    fail "server on loopback TCP" "did not start: $(cat "$WORK/tcp.log.err")"
+fi
+
+# ================================================================================================
+# Refusals: each one line, exit status 2, nothing listening.
+refused() { # refused NAME WANT_PATTERN ARGS...
+    local name=$1 pat=$2
+    shift 2
+    timeout -k 5 10 "$HL" server "$@" >"$WORK/ref.out" 2>"$WORK/ref.err"
+    local st=$?
+    if [ "$st" = 2 ] && [ "$(wc -l <"$WORK/ref.err")" = 1 ] && grep -q -- "$pat" "$WORK/ref.err"; then
+        pass "$name: refused in one line"
+    else
+        fail "$name" "status $st: $(head -c 300 "$WORK/ref.err")"
+    fi
+}
+refused "non-loopback TCP without a token" "needs --token" --listen tcp:0.0.0.0:0
+mkdir -p "$WORK/shared" && chmod 1777 "$WORK/shared"
+refused "UNIX socket in a directory others may enter" "nobody else may enter" --listen "unix:$WORK/shared/c.sock"
+printf 'secret\n' >"$WORK/open.token" && chmod 644 "$WORK/open.token"
+refused "token file others may read" "nobody else may read" --listen tcp:127.0.0.1:0 --token "$WORK/open.token"
+refused "no --listen" "--listen ADDR is required"
+refused "a bad address" "bad address" --listen udp:1
+refused "an unknown option" "unknown option" --listen unix: --frobnicate
+
+# ================================================================================================
+# A token: any address may listen; only a connection that sends it first is kept.
+D=$WORK/token
+mkdir -p "$D"
+printf 'k3y-%s\n' "$RANDOM$RANDOM" >"$D/token" && chmod 600 "$D/token"
+TOK=$(cat "$D/token")
+if start_server token --listen tcp:127.0.0.1:0 -o "$D" --token "$D/token" --count 1 --duration 30; then
+    send "$ADDR" "$REF" "HEAPLENS-TOKEN wrong-token
+"
+    send "$ADDR" "$REF" ""
+    send "$ADDR" "$REF" "HEAPLENS-TOKEN $TOK
+"
+    wait "$SRV"
+    n=$(ls "$D"/heaplens.*.hl* 2>/dev/null | wc -l)
+    expect "token: only the connection with the right token is kept" 1 "$n"
+    grep -q "wrong token" "$WORK/token.log.err" && pass "token: a wrong token is said" ||
+        fail "token: wrong token" "$(cat "$WORK/token.log.err")"
+    t=$(ls "$D"/heaplens.*.hl 2>/dev/null | head -1)
+    cmp -s "$REF" "$t" && pass "token: the trace after the token line is the trace" ||
+        fail "token: trace" "differs"
+    [ -z "$(ls -A "$D" | grep '\.part$')" ] && pass "token: nothing is left of refused connections" ||
+        fail "token: leftovers" "$(ls -A "$D")"
+else
+    fail "server with a token" "did not start: $(cat "$WORK/token.log.err")"
+fi
+
+# ================================================================================================
+# A target that goes away mid-stream: the trace is kept, cut short, and still reports (a trace
+# of many chunks, cut two thirds in).
+D=$WORK/cut
+mkdir -p "$D"
+BIG=$WORK/big.hl
+(cd "$WORK" && "$HL" run -q -o "$BIG" -- "$PROGS/churn_random" >/dev/null 2>&1)
+half=$(($(stat -c %s "$BIG") * 2 / 3))
+if start_server cut --listen tcp:127.0.0.1:0 -o "$D" --count 1; then
+    send "$ADDR" "$BIG" "" "$half"
+    wait "$SRV"
+    t=$(ls "$D"/heaplens.*.hl 2>/dev/null | head -1)
+    if [ -n "$t" ] && [ "$(stat -c %s "$t")" = "$half" ]; then
+        pass "a stream cut short is kept ($half bytes)"
+        "$HL" report -q --json "$D/r.json" "$t" >/dev/null 2>"$D/r.err"
+        st=$?
+        if [ "$st" = 0 ] && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["trace_complete"] is not False)' "$D/r.json"; then
+            pass "the cut trace reports, trace_complete false"
+        else
+            fail "the cut trace" "report status $st: $(head -c 200 "$D/r.err")"
+        fi
+    else
+        fail "a stream cut short" "$(ls -la "$D")"
+    fi
+else
+    fail "server for a cut stream" "did not start"
+fi
+
+finish
