@@ -14,6 +14,10 @@ struct report_ctx_s {
     const md_leak_record_t** kept;
 };
 
+int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir) {
+    return symbolizer_add_debug_dir(c->sym, dir);
+}
+
 report_ctx_t* report_ctx_new(model_t* m, const char* sysroot) {
     report_ctx_t* c = calloc(1, sizeof *c);
     if (!c)

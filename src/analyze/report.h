@@ -40,6 +40,8 @@ typedef struct report_frame_s {
 typedef struct report_ctx_s report_ctx_t;
 
 report_ctx_t* report_ctx_new(model_t* m, const char* sysroot);
+// Separate debug information under DIR (symbolizer_add_debug_dir): 0, or -errno.
+int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir);
 void report_ctx_free(report_ctx_t* c);
 model_t* report_model(report_ctx_t* c);
 // Frames of stack id (count returned, *frames owned by the context).

@@ -247,6 +247,24 @@ symbolizer_t* symbolizer_new(const char* sysroot) {
     return sym;
 }
 
+int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir) {
+    if (!dir || dir[0] != '/' || strchr(dir, ':'))
+        return -EINVAL; // libdwfl's path is ':'-separated, and relative entries mean the binary's
+    const char* rest = sym->debuginfo_path ? sym->debuginfo_path : ":.debug:/usr/lib/debug";
+    // rest starts ":.debug:": the binary's own directory and its .debug first, then DIR, then
+    // what came before (earlier directories, the system's).
+    const char* tail = strncmp(rest, ":.debug:", 8) == 0 ? rest + 8 : rest;
+    size_t len = strlen(":.debug:") + strlen(dir) + 1 + strlen(tail) + 1;
+    char* path = malloc(len);
+    if (!path)
+        return -ENOMEM;
+    snprintf(path, len, ":.debug:%s:%s", dir, tail);
+    free(sym->debuginfo_path);
+    sym->debuginfo_path = path;
+    sym->callbacks.debuginfo_path = &sym->debuginfo_path;
+    return 0;
+}
+
 void symbolizer_free(symbolizer_t* sym) {
     if (!sym)
         return;

@@ -22,6 +22,12 @@ typedef struct symbolizer_s symbolizer_t;
 // for symbolizing a trace recorded on another host. Returns NULL on out-of-memory.
 symbolizer_t* symbolizer_new(const char* sysroot);
 
+// Also look for separate debug information under DIR (absolute): DIR/.build-id/xx/rest.debug by
+// the build-id the trace recorded, then DIR/<the binary's directory>/<its debuglink name>, as
+// gdb and debuginfod's caches lay it out. Call before the first lookup; may be called again for
+// more directories, searched in order before the system's. 0, or -ENOMEM / -EINVAL.
+int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
+
 // Release everything, including every string handed out by symbolizer_lookup.
 void symbolizer_free(symbolizer_t* sym);
 

@@ -17,6 +17,8 @@ typedef struct cli_report_opts_s {
     int error_exitcode;         // 0: off
     int is_quiet;
     const char* sysroot;
+    const char* debug_dirs[8]; // --debug-dir, in the order given
+    int ndebug_dirs;
 } cli_report_opts_t;
 
 // Parses one report option at argv[*i] (advancing *i past a separate value). Returns 1 when it

@@ -48,6 +48,8 @@ static void usage(FILE* out) {
           "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
           "  --error-exitcode=N       exit N when leaks (definite, indirect) or heap errors exist\n"
           "  --sysroot DIR            look up the traced binaries under DIR\n"
+          "  --debug-dir DIR          separate debug information under DIR (by build-id:\n"
+          "                           DIR/.build-id/xx/rest.debug); may be repeated\n"
           "  -q, --quiet              no report on stderr\n"
           "report views (heaplens report; text on stdout, or keys of the --json object):\n"
           "  --summary                totals, peak and when, leaks by kind, temporary allocations\n"
@@ -145,6 +147,19 @@ int cli_report_option(int argc, char** argv, int* i, cli_report_opts_t* o) {
         o->sysroot = v;
         return 1;
     }
+    if ((v = cli_option_value(argc, argv, i, "--debug-dir", NULL))) {
+        if (v[0] != '/' || strchr(v, ':')) {
+            cli_error("--debug-dir: '%s' must be an absolute path without ':'", v);
+            return -1;
+        }
+        if (o->ndebug_dirs >= (int)(sizeof o->debug_dirs / sizeof *o->debug_dirs)) {
+            cli_error("--debug-dir: at most %zu directories",
+                      sizeof o->debug_dirs / sizeof *o->debug_dirs);
+            return -1;
+        }
+        o->debug_dirs[o->ndebug_dirs++] = v;
+        return 1;
+    }
     if ((v = cli_option_value(argc, argv, i, "--show-leak-kinds", NULL))) {
         if (parse_kinds(v, &o->show_kinds) != 0) {
             cli_error("--show-leak-kinds: unknown kind in '%s' (definite, indirect, possible, "
@@ -232,6 +247,11 @@ int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o
         return 1;
     }
     t->ctx = report_ctx_new(t->m, o->sysroot);
+    for (int k = 0; t->ctx && k < o->ndebug_dirs; k++)
+        if (report_ctx_add_debug_dir(t->ctx, o->debug_dirs[k]) != 0) {
+            report_ctx_free(t->ctx);
+            t->ctx = NULL;
+        }
     if (!t->ctx) {
         cli_error("out of memory");
         cli_trace_close(t);

@@ -52,7 +52,7 @@ start_server() {
     SERVERS+=("$SRV")
     ADDR=""
     for _ in $(seq 1 200); do
-        ADDR=$(sed -n 's/^heaplens: listening on //p' "$log")
+        ADDR=$(sed -n 's/^heaplens: listening on //p' "$log" 2>/dev/null)
         [ -n "$ADDR" ] && return 0
         kill -0 "$SRV" 2>/dev/null || break
         sleep 0.02
@@ -216,6 +216,37 @@ if start_server cut --listen tcp:127.0.0.1:0 -o "$D" --count 1; then
     fi
 else
     fail "server for a cut stream" "did not start"
+fi
+
+# ================================================================================================
+# Host-side symbols: a target without debug information (stripped, its debug file kept apart,
+# as on a device); on the host, --sysroot finds the binary and --debug-dir its debug file by
+# build-id: the report names every frame of the program with its source line.
+D=$WORK/symbols
+mkdir -p "$D/target"
+SRCP=$(cd "$(dirname "$0")/../programs" && pwd)
+if gcc -O1 -g -Wl,--build-id -I"$SRCP" -o "$D/target/prog" "$SRCP/exit_underscore.c" &&
+    objcopy --only-keep-debug "$D/target/prog" "$D/prog.debug" && strip --strip-all "$D/target/prog"; then
+    BID=$(readelf -n "$D/target/prog" | awk '/Build ID/ { print $3 }')
+    mkdir -p "$D/debug/.build-id/${BID:0:2}"
+    mv "$D/prog.debug" "$D/debug/.build-id/${BID:0:2}/${BID:2}.debug"
+    (cd "$D" && "$HL" run -q -o "$D/t.hl" -- "$D/target/prog" >/dev/null 2>&1)
+    mkdir -p "$D/sysroot$D/target"
+    mv "$D/target/prog" "$D/sysroot$D/target/prog" # gone from where it ran, as on another host
+    leak_frames() { "$HL" report -q --json - "$@" "$D/t.hl" 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+r = [r for r in j["leak_records"] if r["kind"] == "definitely_lost"][0]
+print(" ".join("%s:%s" % (f.get("function"), f.get("line")) for f in r["stack"][:2]))'; }
+    expect "stripped target, no host symbols: frames unnamed" "None:0 None:0" "$(leak_frames)"
+    expect "--sysroot and --debug-dir: the program's frames with their lines" \
+        "leak_before_underscore_exit:8 main:19" "$(leak_frames --sysroot "$D/sysroot" --debug-dir "$D/debug")"
+    "$HL" report -q --debug-dir relative/dir "$D/t.hl" >/dev/null 2>"$D/err"
+    st=$?
+    [ "$st" = 2 ] && [ "$(wc -l <"$D/err")" = 1 ] && pass "--debug-dir with a relative path: refused in one line" ||
+        fail "--debug-dir relative" "status $st: $(cat "$D/err")"
+else
+    fail "host-side symbols: setup" "cannot build and strip a program"
 fi
 
 finish
