@@ -256,6 +256,10 @@ int cmd_run(int argc, char** argv) {
             i++;
             break;
         }
+        if (cli_is_help(a)) {
+            cli_usage_run(stdout);
+            return 0;
+        }
         int r = cli_report_option(argc, argv, &i, &o.report);
         if (r < 0)
             return 2;
