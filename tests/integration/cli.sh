@@ -96,6 +96,21 @@ if command -v man >/dev/null 2>&1; then
 else
     fail man "man is not installed"
 fi
+# bash completion: every command, and after it every option its parser takes
+complete_words() { # COMP_WORD...: what _heaplens offers for the last word, one a line
+    bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _heaplens; printf "%s\n" "${COMPREPLY[@]}"' \
+        _ "$ROOT/docs/heaplens.bash" "$@" 2>/dev/null
+}
+got=$(complete_words heaplens "" | grep -v '^-' | sort | tr '\n' ' ')
+ok "bash completion: the commands heaplens --help lists" "offers '$got'" [ "$got" = "$(echo $COMMANDS) " ]
+for c in $COMMANDS; do
+    offered=$(complete_words heaplens "$c" -)
+    missing=""
+    for o in $(parsed "$c"); do
+        grep -qE -- "^$o(=.*)?$" <<<"$offered" || missing="$missing $o"
+    done
+    ok "bash completion: every option of heaplens $c" "not offered:$missing" [ -z "$missing" ]
+done
 ok "heaplens help, heaplens --help: status 0" "" bash -c "'$HL' help >/dev/null && '$HL' --help >/dev/null"
 "$HL" >"$WORK/none.out" 2>"$WORK/none.err"
 st=$?

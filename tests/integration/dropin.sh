@@ -473,13 +473,16 @@ for f in bin/heaplens bin/heaplens-memcheck lib/heaplens/libheaplens.so share/ma
 done
 IHL=$I/usr/bin/heaplens
 if command -v man >/dev/null 2>&1; then
-    MANWIDTH=80 man -l "$I/usr/share/man/man1/heaplens.1" >"$WORK/man.txt" 2>"$WORK/man.err"
-    st=$?
-    warnings=$(groff -man -Tutf8 -ww -z "$I/usr/share/man/man1/heaplens.1" 2>&1 | head -3)
-    sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
-    [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ -z "$warnings" ] && [ "$sections" = 5 ] &&
-        pass "man -l heaplens.1 renders (a section per subcommand, no warnings)" ||
-        fail man-page "status $st, $sections sections; $(head -c 200 "$WORK/man.err") $warnings"
+    # each page installed (heaplens-memcheck.1 is a link to heaplens.1) renders, without a warning
+    for page in "$I"/usr/share/man/man1/*.1; do
+        MANWIDTH=80 man --warnings -l "$page" >"$WORK/man.txt" 2>"$WORK/man.err"
+        st=$?
+        groff -man -Tutf8 -ww -z "$page" >>"$WORK/man.err" 2>&1 # every warning groff has
+        sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
+        [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ "$sections" = 5 ] &&
+            pass "man --warnings -l ${page##*/} renders (a section per subcommand, no warnings)" ||
+            fail "man-page ${page##*/}" "status $st, $sections sections; $(head -c 300 "$WORK/man.err")"
+    done
 else
     skip man-page "man is not installed"
 fi
@@ -495,6 +498,11 @@ grep -q "loss record 3 of 3" "$WORK/inst-run.err" &&
     pass "the installed heaplens-memcheck finds its agent in lib/heaplens" || fail installed-run "$(head -c 300 "$WORK/inst-run.err")"
 got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens me); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"; COMP_WORDS=(heaplens-memcheck --leak-check=f); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1)
 [ "$got" = $'memcheck\n--leak-check=full' ] && pass "bash completion (subcommands, memcheck's options)" || fail completion "$got"
+# every command heaplens --help names (tests/integration/cli.sh checks each command's options)
+cmds=$("$IHL" --help | awk '/^$/ {exit} {print}' | sed -n 's/^ *\(usage:\)\{0,1\} *heaplens \([a-z]*\) .*/\2/p' | sort | tr '\n' ' ')
+got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens ""); COMP_CWORD=1; _heaplens; printf "%s\n" "${COMPREPLY[@]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1 | grep -v '^-' | sort | tr '\n' ' ')
+[ -n "$cmds" ] && [ "$got" = "$cmds" ] && pass "installed bash completion knows every subcommand ($cmds)" ||
+    fail completion-commands "offers '$got', heaplens --help names '$cmds'"
 make -s -C "$ROOT" BUILD="$BUILD" uninstall DESTDIR="$I" PREFIX=/usr >/dev/null 2>&1
 left=$(find "$I" -type f -o -type l | head -3)
 [ -z "$left" ] && pass "make uninstall removes what make install put" || fail make-uninstall "left: $left"
