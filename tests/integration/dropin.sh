@@ -468,10 +468,17 @@ else
     fail make-install "$(tail -3 "$WORK/install.log")"
 fi
 for f in bin/heaplens bin/heaplens-memcheck lib/heaplens/libheaplens.so share/man/man1/heaplens.1 \
-    share/bash-completion/completions/heaplens; do
+    share/bash-completion/completions/heaplens lib/pkgconfig/heaplens.pc; do
     [ -e "$I/usr/$f" ] || fail "installed-$f" "missing"
 done
 IHL=$I/usr/bin/heaplens
+if command -v pkg-config >/dev/null 2>&1; then
+    got=$(for q in --modversion --variable=agent --variable=memcheck; do PKG_CONFIG_PATH=$I/usr/lib/pkgconfig pkg-config $q heaplens 2>&1; done | tr '\n' ' ')
+    [ "$got" = "$("$IHL" --version | cut -d' ' -f2) /usr/lib/heaplens/libheaplens.so /usr/bin/heaplens-memcheck " ] &&
+        pass "heaplens.pc: the version, the agent and heaplens-memcheck where installed" || fail heaplens.pc "$got"
+else
+    skip heaplens.pc "pkg-config is not installed"
+fi
 if command -v man >/dev/null 2>&1; then
     # each page installed (heaplens-memcheck.1 is a link to heaplens.1) renders, without a warning
     for page in "$I"/usr/share/man/man1/*.1; do
