@@ -176,6 +176,52 @@ else
     pass "text-num-callers (--num-callers=2: two frames, the allocator's and leak_alpha)"
 fi
 
+# Which loss records are shown, and which count as errors: as memcheck decides.
+# kinds NAME OPTIONS...: heaplens's loss record lines and ERROR SUMMARY (and memcheck's, in
+# VG_KINDS, where valgrind is installed)
+kinds() {
+    local name=$1
+    shift
+    mc "$name" --leak-check=full "$@"
+    KINDS=$(grep -oE "(in loss record .*|ERROR SUMMARY: .*)" "$T/$name.err")
+    VG_KINDS=$KINDS
+    [ $HAVE_VG = 1 ] && VG_KINDS=$(timeout -k 5 $TIMEOUT valgrind --leak-check=full "$@" "$MIXED" 2>&1 >/dev/null </dev/null |
+        grep -oE "(in loss record .*|ERROR SUMMARY: .*)")
+}
+kinds errors_none --errors-for-leak-kinds=none
+[ "$(grep -c 'in loss record' <<<"$KINDS")" = 3 ] && grep -q "ERROR SUMMARY: 1 errors from 1 contexts" <<<"$KINDS" &&
+    [ "$KINDS" = "$VG_KINDS" ] && pass "--errors-for-leak-kinds=none: the 3 records shown, only the double free an error (as memcheck)" ||
+    fail errors-for-leak-kinds "heaplens: $KINDS; memcheck: $VG_KINDS"
+kinds show_none --show-leak-kinds=none
+! grep -q 'in loss record' <<<"$KINDS" && grep -q "ERROR SUMMARY: 4 errors from 4 contexts" <<<"$KINDS" &&
+    [ "$KINDS" = "$VG_KINDS" ] && pass "--show-leak-kinds=none: no record shown, all 4 errors counted (as memcheck)" ||
+    fail show-leak-kinds-none "heaplens: $KINDS; memcheck: $VG_KINDS"
+
+# -v says which suppressions were used, and how often
+printf '{\n   alpha\n   Memcheck:Leak\n   fun:malloc\n   fun:leak_alpha\n}\n' >"$T/alpha.supp"
+mc verbose -v --leak-check=full --suppressions="$T/alpha.supp"
+grep -qE '^--[0-9]+-- used_suppression: +1 alpha .*alpha.supp:2' "$T/verbose.err" &&
+    pass "-v: used_suppression: 1 alpha FILE:2, as memcheck says it" || fail verbose "$(grep -m3 used_supp "$T/verbose.err")"
+
+# --trace-children: memcheck's report on an exec'd image with yes; with no (the default) the
+# program's report ends at its exec (no leak summary: it did not exit)
+for tc in yes no; do
+    mkdir -p "$T/tc_$tc"
+    (cd "$T/tc_$tc" && timeout -k 5 $TIMEOUT "$HL" memcheck --trace-children=$tc --leak-check=full \
+        --log-file="$T/tc_$tc/hl.%p" "$PROGS/exec_parent" >/dev/null 2>&1 </dev/null)
+    st=$?
+    got=$(cat "$T/tc_$tc"/hl.* 2>/dev/null | grep -oE "(definitely lost: .*|Command: .*exec_[a-z]*)" | sed 's|Command: .*/|Command: |' | sort | tr '\n' ';')
+    want=$([ $tc = yes ] && echo "Command: exec_parent;Command: exec_target;definitely lost: 222 bytes in 1 blocks;" ||
+        echo "Command: exec_parent;")
+    if [ $HAVE_VG = 1 ]; then
+        (cd "$T/tc_$tc" && timeout -k 5 $TIMEOUT valgrind --trace-children=$tc --leak-check=full \
+            --log-file="$T/tc_$tc/vg.%p" "$PROGS/exec_parent" >/dev/null 2>&1 </dev/null)
+        want=$(cat "$T/tc_$tc"/vg.* 2>/dev/null | grep -oE "(definitely lost: .*|Command: .*exec_[a-z]*)" | sed 's|Command: .*/|Command: |' | sort | tr '\n' ';')
+    fi
+    [ $st = 7 ] && [ "$got" = "$want" ] && pass "--trace-children=$tc: $got (status 7, as memcheck)" ||
+        fail "trace-children-$tc" "status $st; heaplens '$got', memcheck '$want'"
+done
+
 mc exitcode --leak-check=full --error-exitcode=42
 [ $ST = 42 ] && pass "error-exitcode (42 when errors were found)" || fail error-exitcode "status $ST"
 timeout -k 5 $TIMEOUT "$HL" memcheck --error-exitcode=42 "$PROGS/exit_return" >/dev/null 2>&1 </dev/null
