@@ -154,9 +154,11 @@ BINDIR   := $(DESTDIR)$(PREFIX)/bin
 AGENTDIR := $(DESTDIR)$(PREFIX)/lib/heaplens
 MAN1DIR  := $(DESTDIR)$(PREFIX)/share/man/man1
 COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+PCDIR    := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+VERSION  := $(shell sed -n 's/^\#define HEAPLENS_VERSION "\(.*\)"/\1/p' src/cli/cli.h)
 
-install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, man page, completion
-	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR)
+install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, man page, completion, heaplens.pc
+	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR) $(PCDIR)
 	install -m 0755 $(BUILD)/heaplens $(BINDIR)/heaplens
 	ln -sf heaplens $(BINDIR)/heaplens-memcheck
 	install -m 0755 $(BUILD)/libheaplens.so $(AGENTDIR)/libheaplens.so
@@ -164,11 +166,13 @@ install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agen
 	ln -sf heaplens.1 $(MAN1DIR)/heaplens-memcheck.1
 	install -m 0644 docs/heaplens.bash $(COMPDIR)/heaplens
 	ln -sf heaplens $(COMPDIR)/heaplens-memcheck
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' docs/heaplens.pc.in >$(BUILD)/heaplens.pc
+	install -m 0644 $(BUILD)/heaplens.pc $(PCDIR)/heaplens.pc
 
 uninstall: ## remove what make install put in $(DESTDIR)$(PREFIX)
 	rm -f $(BINDIR)/heaplens $(BINDIR)/heaplens-memcheck $(AGENTDIR)/libheaplens.so \
 	      $(MAN1DIR)/heaplens.1 $(MAN1DIR)/heaplens-memcheck.1 \
-	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck
+	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck $(PCDIR)/heaplens.pc
 	-rmdir $(AGENTDIR) 2>/dev/null
 
 clean:

@@ -5,7 +5,7 @@ _heaplens() {
     local cmd=${COMP_WORDS[1]}
     [[ ${COMP_WORDS[0]##*/} == heaplens-memcheck ]] && cmd=memcheck
     if [[ $COMP_CWORD -eq 1 && $cmd != memcheck ]]; then
-        COMPREPLY=($(compgen -W "run report diff html memcheck --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "run report diff html memcheck server --help --version" -- "$cur"))
         return
     fi
     # after the program (run: after --; memcheck: the first word that is no option) complete
@@ -19,7 +19,7 @@ _heaplens() {
     done
     case $prev in
     -o | --output | --json | --html | --sarif | --suppressions | --collapsed | --flamegraph | \
-        --pprof | --massif | --sysroot)
+        --pprof | --massif | --sysroot | --debug-dir | --token)
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;
@@ -33,19 +33,22 @@ _heaplens() {
         ;;
     esac
     local report="--json --html --sarif --show-leak-kinds= --suppressions= --error-exitcode=
-        --sysroot -q --quiet --help"
+        --sysroot --debug-dir -q --quiet -h --help"
     local words
     case $cmd in
     run) words="-o --output -d --depth --guard= --sample-interval= --no-follow --no-scan
         --no-release-stacks $report --" ;;
     report) words="$report --summary --top --sort --histogram --timeline --threads --from --to
         --filter --buckets --collapsed --metric --flamegraph --pprof --massif" ;;
-    diff) words="--json --html --sort -n --sysroot -q --quiet --help" ;;
-    html) words="-o --output --help" ;;
+    diff) words="--json --html --sort -n --sysroot -q --quiet -h --help" ;;
+    html) words="-o --output -h --help" ;;
+    server) words="--listen -o --token --count --duration -q --quiet -h --help" ;;
     memcheck) words="--leak-check=no --leak-check=summary --leak-check=full --show-leak-kinds=
-        --errors-for-leak-kinds= --show-reachable=yes --error-exitcode= --log-file= --log-fd=
-        --xml=yes --xml-file= --xml-fd= --suppressions= --gen-suppressions=all --num-callers=
-        --trace-children=yes --trace-children=no --heaplens-output= -q -v -s --help --version" ;;
+        --errors-for-leak-kinds= --show-reachable=yes --show-possibly-lost=no --error-exitcode=
+        --log-file= --log-fd= --log-socket= --xml=yes --xml-file= --xml-fd= --xml-socket=
+        --suppressions= --gen-suppressions=all --num-callers= --trace-children=yes
+        --trace-children=no --heaplens-output= --show-error-list=yes --tool=memcheck -q --quiet
+        -v --verbose -s -h --help --help-debug --version" ;;
     esac
     if [[ $cur == -* ]]; then
         compopt -o nospace 2>/dev/null

@@ -32,6 +32,10 @@ echo "== html (report pages and diff in headless Chromium)"
 out=$("$ROOT/tests/integration/html.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" html
 
+echo "== cli (--help of every command against its parser, --version, the program's environment)"
+out=$("$ROOT/tests/integration/cli.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" cli
+
 echo "== reports"
 out=$("$ROOT/tests/integration/reports.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" reports

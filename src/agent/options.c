@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: MIT
-// options.c - HEAPLENS_* environment variables, read once at start into one struct. The CLI
-// sets them; a user preloading the agent by hand may too. getenv does not allocate.
+// options.c - the agent's settings, read once at start into one struct. heaplens run passes them
+// all in one variable, HEAPLENS_OPTIONS ("depth=32:guard=8:output=/path/t.%p.hl", a backslash
+// quoting the next character), so that the program sees one variable of heaplens's besides
+// LD_PRELOAD. A user preloading the agent by hand may set that, or the same settings one
+// variable each (HEAPLENS_DEPTH, HEAPLENS_OUTPUT, ...); HEAPLENS_OPTIONS wins over those.
+//
+// With no_follow, the agent also takes itself out of the environment the program's children
+// inherit (scrub_environ). Neither step allocates: getenv does not, and the environment is
+// edited by moving its pointers, never by freeing or growing what the program may own.
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent.h"
 
@@ -15,40 +25,245 @@ hl_options_t hl_opt = {
     .release_stacks = 1,
 };
 
-static int env_int(const char* name, int fallback, int lo, int hi) {
-    const char* s = getenv(name);
-    if (!s || !*s)
-        return fallback;
-    long v = 0;
-    for (; *s >= '0' && *s <= '9'; s++)
-        v = v * 10 + (*s - '0');
-    if (*s || v < lo || v > hi) {
-        hl_log("ignoring %s: not a number in [%d, %d]", name, lo, hi);
-        return fallback;
+// Blocks from this size carry the agent's header (when guards are on), unless told otherwise:
+// from here the 16 bytes cost at most 6% and the block's record shares the chunk's cache line.
+#define HL_HEADER_MIN_DEFAULT 256
+
+#define OPTIONS_VAR "HEAPLENS_OPTIONS"
+
+// One setting: its name in HEAPLENS_OPTIONS, and HEAPLENS_ + the name in capitals for its
+// variable of its own. Integers are kept within [lo, hi].
+typedef struct option_s {
+    const char* name;
+    const char* var;
+    int* value; // NULL: a string, into str
+    int lo, hi;
+    char* str;
+    size_t cap;
+} option_t;
+
+static int header_min = HL_HEADER_MIN_DEFAULT;
+
+static const option_t options[] = {
+    {"depth", "HEAPLENS_DEPTH", &hl_opt.depth, 1, HL_MAX_DEPTH, NULL, 0},
+    {"guard", "HEAPLENS_GUARD", &hl_opt.guard, 0, 4096, NULL, 0},
+    {"sample_ms", "HEAPLENS_SAMPLE_MS", &hl_opt.sample_ms, 1, 3600000, NULL, 0},
+    {"no_follow", "HEAPLENS_NO_FOLLOW", &hl_opt.no_follow, 0, 1, NULL, 0},
+    {"scan", "HEAPLENS_SCAN", &hl_opt.scan_at_exit, 0, 1, NULL, 0},
+    {"disable", "HEAPLENS_DISABLE", &hl_opt.is_disabled, 0, 1, NULL, 0},
+    {"release_stacks", "HEAPLENS_RELEASE_STACKS", &hl_opt.release_stacks, 0, 1, NULL, 0},
+    {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
+    {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
+    {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},
+};
+#define NOPTIONS (sizeof options / sizeof *options)
+
+// Sets opt from the text s (from where, for a message). Bad values are ignored, with a line.
+static void set_option(const option_t* opt, const char* s, const char* where) {
+    if (!opt->value) {
+        if (strlen(s) < opt->cap)
+            strcpy(opt->str, s);
+        else
+            hl_log("ignoring %s in %s: longer than %zu bytes", opt->name, where, opt->cap - 1);
+        return;
     }
-    return (int)v;
+    if (!*s)
+        return;
+    long v = 0;
+    const char* p = s;
+    for (; *p >= '0' && *p <= '9' && v <= opt->hi; p++)
+        v = v * 10 + (*p - '0');
+    if (*p || v < opt->lo || v > opt->hi) {
+        hl_log("ignoring %s in %s: not a number in [%d, %d]", opt->name, where, opt->lo, opt->hi);
+        return;
+    }
+    *opt->value = (int)v;
 }
 
-static void env_str(const char* name, char* out, size_t cap) {
-    const char* s = getenv(name);
-    if (s && strlen(s) < cap)
-        strcpy(out, s);
+static const option_t* find_option(const char* name, size_t len) {
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (strlen(options[i].name) == len && !memcmp(options[i].name, name, len))
+            return &options[i];
+    return NULL;
+}
+
+// HEAPLENS_OPTIONS: NAME=VALUE settings separated by ':'; '\' takes the next character as it
+// is (a path may hold ':' or '\').
+static void parse_options_var(const char* s) {
+    char value[sizeof hl_opt.output + 1];
+    while (*s) {
+        const char* name = s;
+        while (*s && *s != '=' && *s != ':')
+            s++;
+        size_t name_len = (size_t)(s - name);
+        size_t n = 0;
+        int is_long = 0;
+        if (*s == '=') {
+            for (s++; *s && *s != ':'; s++) {
+                if (*s == '\\' && s[1])
+                    s++;
+                if (n < sizeof value - 1)
+                    value[n++] = *s;
+                else
+                    is_long = 1;
+            }
+        }
+        value[n] = 0;
+        if (*s == ':')
+            s++;
+        if (!name_len)
+            continue;
+        const option_t* opt = find_option(name, name_len);
+        char shown[64];
+        size_t shown_len = name_len < sizeof shown - 1 ? name_len : sizeof shown - 1;
+        memcpy(shown, name, shown_len);
+        shown[shown_len] = 0;
+        if (!opt)
+            hl_log("ignoring '%s' in " OPTIONS_VAR ": not a setting", shown);
+        else if (is_long)
+            hl_log("ignoring %s in " OPTIONS_VAR ": too long", shown);
+        else
+            set_option(opt, value, OPTIONS_VAR);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// no_follow: the agent out of what the children inherit
+// ---------------------------------------------------------------------------------------------
+extern char** environ;
+
+// "NAME=" of a variable that is the agent's own: HEAPLENS_OPTIONS, one of the settings' own.
+static int is_agent_var(const char* entry) {
+    if (strncmp(entry, "HEAPLENS_", 9) != 0)
+        return 0;
+    size_t len = strcspn(entry, "=");
+    if (!entry[len])
+        return 0;
+    if (len == sizeof OPTIONS_VAR - 1 && !memcmp(entry, OPTIONS_VAR, len))
+        return 1;
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (strlen(options[i].var) == len && !memcmp(entry, options[i].var, len))
+            return 1;
+    return 0;
+}
+
+// The agent's own file, to know it among LD_PRELOAD's entries.
+typedef struct self_file_s {
+    struct stat st;
+    int has_st;
+    const char* base; // its file name, for entries the loader searched for
+} self_file_t;
+
+static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
+    (void)size;
+    self_file_t* self = arg;
+    uintptr_t mine = (uintptr_t)&parse_options_var;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type != PT_LOAD || mine < lo || mine >= lo + ph->p_memsz)
+            continue;
+        if (!info->dlpi_name || !info->dlpi_name[0])
+            return 1;
+        self->has_st = fstatat(AT_FDCWD, info->dlpi_name, &self->st, 0) == 0;
+        const char* slash = strrchr(info->dlpi_name, '/');
+        self->base = slash ? slash + 1 : info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+// Is the entry (len bytes) of LD_PRELOAD the agent? The same file, or, for a name the loader
+// searched the library path for, the same file name.
+static int is_agent_entry(const self_file_t* self, const char* entry, size_t len) {
+    char path[4096];
+    if (len >= sizeof path)
+        return 0;
+    memcpy(path, entry, len);
+    path[len] = 0;
+    if (!strchr(path, '/'))
+        return self->base && !strcmp(path, self->base);
+    struct stat st;
+    return self->has_st && fstatat(AT_FDCWD, path, &st, 0) == 0 && st.st_dev == self->st.st_dev &&
+           st.st_ino == self->st.st_ino;
+}
+
+// LD_PRELOAD without the agent, written to out (the whole "LD_PRELOAD=..." entry); 0 when
+// nothing else is left, -1 when it does not fit.
+static int preload_without_agent(const self_file_t* self, const char* entry, char* out,
+                                 size_t cap) {
+    const char* list = entry + sizeof "LD_PRELOAD=" - 1;
+    size_t n = sizeof "LD_PRELOAD=" - 1, kept = 0;
+    memcpy(out, entry, n);
+    // The loader takes ':' and ' ' alike between entries.
+    for (const char* p = list; *p;) {
+        size_t len = strcspn(p, ": ");
+        if (len && !is_agent_entry(self, p, len)) {
+            if (n + len + 2 > cap)
+                return -1;
+            if (kept++)
+                out[n++] = ':';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+        if (*p)
+            p++;
+    }
+    out[n] = 0;
+    return kept ? 1 : 0;
+}
+
+// Takes HEAPLENS_OPTIONS, the settings' own variables and the agent's entry of LD_PRELOAD out of
+// environ, so that what the program starts runs without heaplens. Other entries keep their
+// strings and their order; the array is only shortened in place (it may be the program's own),
+// and a changed LD_PRELOAD lives in the agent's memory, which stays mapped to the end.
+static void scrub_environ(void) {
+    static char preload[8192];
+    if (!environ)
+        return;
+    self_file_t self = {0};
+    dl_iterate_phdr(self_cb, &self);
+    int kept = -2; // LD_PRELOAD: -2 absent, else preload_without_agent's answer
+    for (size_t i = 0; environ[i] && kept == -2; i++)
+        if (!strncmp(environ[i], "LD_PRELOAD=", 11))
+            kept = preload_without_agent(&self, environ[i], preload, sizeof preload);
+    if (kept == -1) {
+        // The children would load the agent; with its settings it knows not to trace them.
+        hl_log("LD_PRELOAD is too long to take the agent out of: it stays in the environment");
+        return;
+    }
+    size_t out = 0;
+    for (size_t in = 0; environ[in]; in++) {
+        char* e = environ[in];
+        if (is_agent_var(e))
+            continue;
+        if (!strncmp(e, "LD_PRELOAD=", 11)) {
+            if (!kept)
+                continue;
+            e = preload;
+            kept = 0; // a second LD_PRELOAD goes: the loader takes the last, with the agent
+        }
+        environ[out++] = e;
+    }
+    environ[out] = NULL;
 }
 
 void options_load(void) {
-    hl_opt.depth = env_int("HEAPLENS_DEPTH", hl_opt.depth, 1, HL_MAX_DEPTH);
-    hl_opt.guard = env_int("HEAPLENS_GUARD", hl_opt.guard, 0, 4096);
-    hl_opt.sample_ms = env_int("HEAPLENS_SAMPLE_MS", hl_opt.sample_ms, 1, 3600000);
-    hl_opt.no_follow = env_int("HEAPLENS_NO_FOLLOW", 0, 0, 1);
-    hl_opt.scan_at_exit = env_int("HEAPLENS_SCAN", 1, 0, 1);
-    hl_opt.is_disabled = env_int("HEAPLENS_DISABLE", 0, 0, 1);
-    hl_opt.release_stacks = env_int("HEAPLENS_RELEASE_STACKS", 1, 0, 1);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const char* s = getenv(options[i].var);
+        if (s)
+            set_option(&options[i], s, options[i].var);
+    }
+    const char* all = getenv(OPTIONS_VAR);
+    if (all)
+        parse_options_var(all);
     // Guards must keep the real block's alignment: round to the pointer size.
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
     // Without guards the allocator's layout stays untouched: no headers either.
-    hl_opt.header_min =
-        hl_opt.guard ? (size_t)env_int("HEAPLENS_HEADER_MIN", 256, 0, 1 << 30) : SIZE_MAX;
-    strcpy(hl_opt.output, "heaplens.%e.%p.hl");
-    env_str("HEAPLENS_OUTPUT", hl_opt.output, sizeof hl_opt.output);
-    env_str("HEAPLENS_SESSION", hl_opt.session, sizeof hl_opt.session);
+    hl_opt.header_min = hl_opt.guard ? (size_t)header_min : SIZE_MAX;
+    if (!hl_opt.output[0])
+        strcpy(hl_opt.output, "heaplens.%e.%p.hl");
+    if (hl_opt.no_follow)
+        scrub_environ();
 }

@@ -4,6 +4,8 @@
 #ifndef HL_CLI_H
 #define HL_CLI_H
 
+#include <stdio.h>
+
 #include "../analyze/report.h"
 
 #define HEAPLENS_VERSION "0.9.0"
@@ -92,6 +94,12 @@ int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c
 int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json
 int cmd_server(int argc, char** argv); // cmd_server.c: the collector of remote traces
+
+// Each command's usage (main.c; diff's and memcheck's are in their files), for -h and --help.
+void cli_usage_run(FILE* out);
+void cli_usage_report(FILE* out);
+void cli_usage_html(FILE* out);
+int cli_is_help(const char* arg); // -h or --help
 
 // "heaplens: " + message, one line, on stderr.
 void cli_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

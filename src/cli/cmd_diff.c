@@ -385,12 +385,14 @@ static void free_side(dside_t* d) {
 
 static void diff_usage(FILE* out) {
     fputs("usage: heaplens diff [options] OLD.hl NEW.hl\n"
+          "What grew between two traces of a program, by call site.\n"
           "  --json FILE     the comparison as JSON ('-' for stdout)\n"
           "  --html FILE     the comparison as a self-contained HTML page\n"
           "  --sort KEY      bytes (default), allocations, peak, live, leaked\n"
           "  -n N            sites listed in the text (default 20)\n"
           "  --sysroot DIR   look up the traced binaries under DIR\n"
-          "  -q, --quiet     no text report\n",
+          "  -q, --quiet     no text report\n"
+          "  -h, --help      this help\n",
           out);
 }
 
@@ -567,6 +569,10 @@ static int read_report(const char* in, char** out, size_t* out_len) {
 int cmd_html(int argc, char** argv) {
     const char *in = NULL, *out = "-";
     for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            cli_usage_html(stdout);
+            return 0;
+        }
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
             out = argv[++i];
         else if (argv[i][0] == '-' && argv[i][1]) {

@@ -66,8 +66,13 @@ static void usage(FILE* out) {
           "  --gen-suppressions=all         print a suppression for each error\n"
           "  --num-callers=N                frames per stack (default 12)\n"
           "  --trace-children=yes|no        report on exec'd and forked children (default no)\n"
-          "  -q, -v, -s                     quieter, more verbose, list the errors again\n"
+          "  -q, --quiet, -v, --verbose     quieter, more verbose\n"
+          "  -s, --show-error-list=yes|no   list the errors again before the summary\n"
+          "  --tool=memcheck                the only tool there is (another is noted, and\n"
+          "                                 memcheck runs)\n"
           "  --heaplens-output=FILE         keep the heaplens trace in FILE\n"
+          "  -h, --help, --help-debug       this help\n"
+          "  --version                      heaplens's version\n"
           "Valgrind's other options are accepted with a note; they do not apply here.\n",
           out);
 }

@@ -283,6 +283,10 @@ int cmd_report(int argc, char** argv) {
     w.metric = AG_METRIC_BYTES;
     const char* trace = NULL;
     for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            cli_usage_report(stdout);
+            return 0;
+        }
         int r = cli_report_option(argc, argv, &i, &o);
         if (r == 0)
             r = view_option(argc, argv, &i, &w);

@@ -136,10 +136,32 @@ static int find_agent(char* out, size_t cap) {
     return -1;
 }
 
-static int setenv_int(const char* name, int v) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%d", v);
-    return setenv(name, buf, 1);
+// The agent's settings, in the one variable it reads them from (src/agent/options.c):
+// NAME=VALUE separated by ':', a backslash before a ':' or '\\' of a value. NULL when out of
+// memory.
+static char* agent_options(const run_opts_t* o, const char* output, const char* session) {
+    char* s = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&s, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "depth=%d:guard=%d:sample_ms=%d:no_follow=%d:scan=%d:release_stacks=%d", o->depth,
+            o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
+    const char* names[] = {"output", "session"};
+    const char* values[] = {output, session};
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, ":%s=", names[k]);
+        for (const char* p = values[k]; *p; p++) {
+            if (*p == ':' || *p == '\\')
+                fputc('\\', f);
+            fputc(*p, f);
+        }
+    }
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
 }
 
 static pid_t child_pid;
@@ -233,6 +255,10 @@ int cmd_run(int argc, char** argv) {
         if (!strcmp(a, "--")) {
             i++;
             break;
+        }
+        if (cli_is_help(a)) {
+            cli_usage_run(stdout);
+            return 0;
         }
         int r = cli_report_option(argc, argv, &i, &o.report);
         if (r < 0)
@@ -361,6 +387,14 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     // Environment for the agent.
     const char* old_preload = getenv("LD_PRELOAD");
     char* preload = malloc(strlen(agent) + (old_preload ? strlen(old_preload) : 0) + 2);
+    char* options = agent_options(&o, output, session);
+    if (!preload || !options) {
+        cli_error("out of memory");
+        free(preload);
+        free(options);
+        rundir_remove(&run);
+        return 2;
+    }
     sprintf(preload, "%s%s%s", agent, old_preload && *old_preload ? ":" : "",
             old_preload ? old_preload : "");
 
@@ -388,14 +422,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         sigaction(SIGTERM, &old_term, NULL);
         sigaction(SIGHUP, &old_hup, NULL);
         setenv("LD_PRELOAD", preload, 1);
-        setenv("HEAPLENS_OUTPUT", output, 1);
-        setenv("HEAPLENS_SESSION", session, 1);
-        setenv_int("HEAPLENS_DEPTH", o.depth);
-        setenv_int("HEAPLENS_GUARD", o.guard);
-        setenv_int("HEAPLENS_SAMPLE_MS", o.sample_ms);
-        setenv_int("HEAPLENS_NO_FOLLOW", o.no_follow);
-        setenv_int("HEAPLENS_SCAN", !o.no_scan);
-        setenv_int("HEAPLENS_RELEASE_STACKS", !o.no_release_stacks);
+        setenv("HEAPLENS_OPTIONS", options, 1);
         execv(prog, prog_argv);
         int e = errno;
         if (write(exec_err[1], &e, sizeof e) != sizeof e) // the parent says it, in one line
@@ -411,6 +438,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR)
         ;
     free(preload);
+    free(options);
     if (exec_errno) { // the program never ran: there is no trace to miss
         unlink(session);
         cli_error("%s: cannot execute it: %s%s", prog, strerror(exec_errno),

@@ -19,15 +19,24 @@ void cli_error(const char* fmt, ...) {
     va_end(ap);
 }
 
-static void usage(FILE* out) {
+// The options of run and report that shape the report, for both usages.
+static const char report_options_help[] =
+    "report options:\n"
+    "  --json FILE              write the machine report ('-' for stdout)\n"
+    "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"
+    "  --sarif FILE             write SARIF 2.1.0 (code scanning): leak records, heap errors\n"
+    "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
+    "                           (default definite,indirect,possible)\n"
+    "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
+    "  --error-exitcode=N       exit N when leaks (definite, indirect) or heap errors exist\n"
+    "  --sysroot DIR            look up the traced binaries under DIR\n"
+    "  --debug-dir DIR          separate debug information under DIR (by build-id:\n"
+    "                           DIR/.build-id/xx/rest.debug); may be repeated\n"
+    "  -q, --quiet              no report on stderr\n";
+
+void cli_usage_run(FILE* out) {
     fputs("usage: heaplens run [options] -- PROGRAM [ARGS...]\n"
-          "       heaplens report [options] TRACE\n"
-          "       heaplens diff [--json FILE] [--html FILE] [--sort KEY] OLD.hl NEW.hl\n"
-          "       heaplens html REPORT.json [-o PAGE.html]\n"
-          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
-          "       heaplens server --listen ADDR [-o DIR] [--token FILE]   (the collector)\n"
-          "       heaplens --version\n"
-          "\n"
+          "Runs PROGRAM with the agent preloaded, and reports on its heap when it ends.\n"
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
           "  -d, --depth N            frames per backtrace (default 32; the stack of a release,\n"
@@ -35,23 +44,22 @@ static void usage(FILE* out) {
           "  --guard=N                guard bytes after each block to catch overruns (default 8;\n"
           "                           0 leaves the allocator's layout untouched)\n"
           "  --sample-interval=MS     heap/RSS sample period (default 10)\n"
-          "  --no-follow              do not trace forked children or exec'd programs\n"
+          "  --no-follow              do not trace forked children or exec'd programs (and keep\n"
+          "                           heaplens out of their environment)\n"
           "  --no-scan                skip the reachability scan at exit\n"
           "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
           "                           only the allocation and the second release)\n"
-          "report options (run and report):\n"
-          "  --json FILE              write the machine report ('-' for stdout)\n"
-          "  --html FILE              write a self-contained HTML report (chart, flame graph)\n"
-          "  --sarif FILE             write SARIF 2.1.0 (code scanning): leak records, heap errors\n"
-          "  --show-leak-kinds=LIST   definite,indirect,possible,reachable or all\n"
-          "                           (default definite,indirect,possible)\n"
-          "  --suppressions=FILE      LeakSanitizer-style leak:PATTERN lines\n"
-          "  --error-exitcode=N       exit N when leaks (definite, indirect) or heap errors exist\n"
-          "  --sysroot DIR            look up the traced binaries under DIR\n"
-          "  --debug-dir DIR          separate debug information under DIR (by build-id:\n"
-          "                           DIR/.build-id/xx/rest.debug); may be repeated\n"
-          "  -q, --quiet              no report on stderr\n"
-          "report views (heaplens report; text on stdout, or keys of the --json object):\n"
+          "  -h, --help               this help\n",
+          out);
+    fputs(report_options_help, out);
+}
+
+void cli_usage_report(FILE* out) {
+    fputs("usage: heaplens report [options] TRACE\n"
+          "The report of a trace heaplens run wrote, its views, and files other tools read.\n",
+          out);
+    fputs(report_options_help, out);
+    fputs("report views (text on stdout, or keys of the --json object):\n"
           "  --summary                totals, peak and when, leaks by kind, temporary allocations\n"
           "  --top N                  the N biggest call sites, with their stacks\n"
           "  --sort KEY               rank call sites by allocations, bytes (default), peak,\n"
@@ -62,14 +70,39 @@ static void usage(FILE* out) {
           "  --from T, --to T         count only events in this window (ns; or us, ms, s suffix)\n"
           "  --filter REGEX           only call sites with a function matching (POSIX extended)\n"
           "  --buckets N              timeline points at most (default 1000)\n"
-          "report files (heaplens report; '-' for stdout):\n"
+          "report files ('-' for stdout):\n"
           "  --collapsed FILE         folded stacks \"main;f;g VALUE\" (flamegraph.pl, speedscope)\n"
           "  --metric M               what --collapsed and --flamegraph count: allocations, bytes\n"
           "                           (default), peak, leaked or temporary\n"
           "  --flamegraph FILE.svg    a standalone SVG flame graph\n"
           "  --pprof FILE.pb.gz       pprof profile (alloc/inuse objects and space)\n"
-          "  --massif FILE            Valgrind massif format, for ms_print and massif-visualizer\n",
+          "  --massif FILE            Valgrind massif format, for ms_print and massif-visualizer\n"
+          "  -h, --help               this help\n",
           out);
+}
+
+void cli_usage_html(FILE* out) {
+    fputs("usage: heaplens html REPORT.json [-o PAGE.html]\n"
+          "The HTML page of a JSON report (heaplens run/report --json, heaplens diff --json).\n"
+          "  -o, --output FILE        the page (default '-', stdout)\n"
+          "  -h, --help               this help\n",
+          out);
+}
+
+static void usage(FILE* out) {
+    fputs("usage: heaplens run [options] -- PROGRAM [ARGS...]\n"
+          "       heaplens report [options] TRACE\n"
+          "       heaplens diff [options] OLD.hl NEW.hl\n"
+          "       heaplens html REPORT.json [-o PAGE.html]\n"
+          "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
+          "       heaplens server --listen ADDR [-o DIR] [--token FILE]   (the collector)\n"
+          "       heaplens --version\n"
+          "'heaplens COMMAND --help' lists a command's options; run's and report's are:\n"
+          "\n",
+          out);
+    cli_usage_run(out);
+    fputc('\n', out);
+    cli_usage_report(out);
 }
 
 void cli_report_defaults(cli_report_opts_t* o) {
@@ -318,19 +351,17 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     return status;
 }
 
-static int is_help(const char* a) {
+int cli_is_help(const char* a) {
     return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
 
-// The subcommands. Those that answer --help themselves get it; for the others this usage,
-// which has every option, is their help.
+// The subcommands; each answers -h and --help with its own usage, on stdout.
 static const struct {
     const char* name;
     int (*run)(int argc, char** argv);
-    int has_own_help;
 } commands[] = {
-    {"run", cmd_run, 0},   {"report", cmd_report, 0},     {"diff", cmd_diff, 1},
-    {"html", cmd_html, 0}, {"memcheck", cmd_memcheck, 1}, {"server", cmd_server, 1},
+    {"run", cmd_run},   {"report", cmd_report},     {"diff", cmd_diff},
+    {"html", cmd_html}, {"memcheck", cmd_memcheck}, {"server", cmd_server},
 };
 
 int main(int argc, char** argv) {
@@ -344,13 +375,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)
             continue;
-        if (argc > 2 && is_help(argv[2]) && !commands[i].has_own_help) {
-            usage(stdout);
-            return 0;
-        }
         return commands[i].run(argc - 1, argv + 1);
     }
-    if (is_help(argv[1]) || !strcmp(argv[1], "help")) {
+    if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
     }
@@ -358,6 +385,7 @@ int main(int argc, char** argv) {
         printf("heaplens %s\n", HEAPLENS_VERSION);
         return 0;
     }
-    cli_error("unknown command '%s' (run, report, diff, html)", argv[1]);
+    cli_error("unknown command '%s' (run, report, diff, html, memcheck, server; see heaplens --help)",
+              argv[1]);
     return 2;
 }

@@ -176,6 +176,52 @@ else
     pass "text-num-callers (--num-callers=2: two frames, the allocator's and leak_alpha)"
 fi
 
+# Which loss records are shown, and which count as errors: as memcheck decides.
+# kinds NAME OPTIONS...: heaplens's loss record lines and ERROR SUMMARY (and memcheck's, in
+# VG_KINDS, where valgrind is installed)
+kinds() {
+    local name=$1
+    shift
+    mc "$name" --leak-check=full "$@"
+    KINDS=$(grep -oE "(in loss record .*|ERROR SUMMARY: .*)" "$T/$name.err")
+    VG_KINDS=$KINDS
+    [ $HAVE_VG = 1 ] && VG_KINDS=$(timeout -k 5 $TIMEOUT valgrind --leak-check=full "$@" "$MIXED" 2>&1 >/dev/null </dev/null |
+        grep -oE "(in loss record .*|ERROR SUMMARY: .*)")
+}
+kinds errors_none --errors-for-leak-kinds=none
+[ "$(grep -c 'in loss record' <<<"$KINDS")" = 3 ] && grep -q "ERROR SUMMARY: 1 errors from 1 contexts" <<<"$KINDS" &&
+    [ "$KINDS" = "$VG_KINDS" ] && pass "--errors-for-leak-kinds=none: the 3 records shown, only the double free an error (as memcheck)" ||
+    fail errors-for-leak-kinds "heaplens: $KINDS; memcheck: $VG_KINDS"
+kinds show_none --show-leak-kinds=none
+! grep -q 'in loss record' <<<"$KINDS" && grep -q "ERROR SUMMARY: 4 errors from 4 contexts" <<<"$KINDS" &&
+    [ "$KINDS" = "$VG_KINDS" ] && pass "--show-leak-kinds=none: no record shown, all 4 errors counted (as memcheck)" ||
+    fail show-leak-kinds-none "heaplens: $KINDS; memcheck: $VG_KINDS"
+
+# -v says which suppressions were used, and how often
+printf '{\n   alpha\n   Memcheck:Leak\n   fun:malloc\n   fun:leak_alpha\n}\n' >"$T/alpha.supp"
+mc verbose -v --leak-check=full --suppressions="$T/alpha.supp"
+grep -qE '^--[0-9]+-- used_suppression: +1 alpha .*alpha.supp:2' "$T/verbose.err" &&
+    pass "-v: used_suppression: 1 alpha FILE:2, as memcheck says it" || fail verbose "$(grep -m3 used_supp "$T/verbose.err")"
+
+# --trace-children: memcheck's report on an exec'd image with yes; with no (the default) the
+# program's report ends at its exec (no leak summary: it did not exit)
+for tc in yes no; do
+    mkdir -p "$T/tc_$tc"
+    (cd "$T/tc_$tc" && timeout -k 5 $TIMEOUT "$HL" memcheck --trace-children=$tc --leak-check=full \
+        --log-file="$T/tc_$tc/hl.%p" "$PROGS/exec_parent" >/dev/null 2>&1 </dev/null)
+    st=$?
+    got=$(cat "$T/tc_$tc"/hl.* 2>/dev/null | grep -oE "(definitely lost: .*|Command: .*exec_[a-z]*)" | sed 's|Command: .*/|Command: |' | sort | tr '\n' ';')
+    want=$([ $tc = yes ] && echo "Command: exec_parent;Command: exec_target;definitely lost: 222 bytes in 1 blocks;" ||
+        echo "Command: exec_parent;")
+    if [ $HAVE_VG = 1 ]; then
+        (cd "$T/tc_$tc" && timeout -k 5 $TIMEOUT valgrind --trace-children=$tc --leak-check=full \
+            --log-file="$T/tc_$tc/vg.%p" "$PROGS/exec_parent" >/dev/null 2>&1 </dev/null)
+        want=$(cat "$T/tc_$tc"/vg.* 2>/dev/null | grep -oE "(definitely lost: .*|Command: .*exec_[a-z]*)" | sed 's|Command: .*/|Command: |' | sort | tr '\n' ';')
+    fi
+    [ $st = 7 ] && [ "$got" = "$want" ] && pass "--trace-children=$tc: $got (status 7, as memcheck)" ||
+        fail "trace-children-$tc" "status $st; heaplens '$got', memcheck '$want'"
+done
+
 mc exitcode --leak-check=full --error-exitcode=42
 [ $ST = 42 ] && pass "error-exitcode (42 when errors were found)" || fail error-exitcode "status $ST"
 timeout -k 5 $TIMEOUT "$HL" memcheck --error-exitcode=42 "$PROGS/exit_return" >/dev/null 2>&1 </dev/null
@@ -468,18 +514,28 @@ else
     fail make-install "$(tail -3 "$WORK/install.log")"
 fi
 for f in bin/heaplens bin/heaplens-memcheck lib/heaplens/libheaplens.so share/man/man1/heaplens.1 \
-    share/bash-completion/completions/heaplens; do
+    share/bash-completion/completions/heaplens lib/pkgconfig/heaplens.pc; do
     [ -e "$I/usr/$f" ] || fail "installed-$f" "missing"
 done
 IHL=$I/usr/bin/heaplens
+if command -v pkg-config >/dev/null 2>&1; then
+    got=$(for q in --modversion --variable=agent --variable=memcheck; do PKG_CONFIG_PATH=$I/usr/lib/pkgconfig pkg-config $q heaplens 2>&1; done | tr '\n' ' ')
+    [ "$got" = "$("$IHL" --version | cut -d' ' -f2) /usr/lib/heaplens/libheaplens.so /usr/bin/heaplens-memcheck " ] &&
+        pass "heaplens.pc: the version, the agent and heaplens-memcheck where installed" || fail heaplens.pc "$got"
+else
+    skip heaplens.pc "pkg-config is not installed"
+fi
 if command -v man >/dev/null 2>&1; then
-    MANWIDTH=80 man -l "$I/usr/share/man/man1/heaplens.1" >"$WORK/man.txt" 2>"$WORK/man.err"
-    st=$?
-    warnings=$(groff -man -Tutf8 -ww -z "$I/usr/share/man/man1/heaplens.1" 2>&1 | head -3)
-    sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
-    [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ -z "$warnings" ] && [ "$sections" = 5 ] &&
-        pass "man -l heaplens.1 renders (a section per subcommand, no warnings)" ||
-        fail man-page "status $st, $sections sections; $(head -c 200 "$WORK/man.err") $warnings"
+    # each page installed (heaplens-memcheck.1 is a link to heaplens.1) renders, without a warning
+    for page in "$I"/usr/share/man/man1/*.1; do
+        MANWIDTH=80 man --warnings -l "$page" >"$WORK/man.txt" 2>"$WORK/man.err"
+        st=$?
+        groff -man -Tutf8 -ww -z "$page" >>"$WORK/man.err" 2>&1 # every warning groff has
+        sections=$(grep -cE '^(RUN|REPORT|DIFF|HTML|MEMCHECK)$' "$WORK/man.txt")
+        [ $st = 0 ] && [ ! -s "$WORK/man.err" ] && [ "$sections" = 5 ] &&
+            pass "man --warnings -l ${page##*/} renders (a section per subcommand, no warnings)" ||
+            fail "man-page ${page##*/}" "status $st, $sections sections; $(head -c 300 "$WORK/man.err")"
+    done
 else
     skip man-page "man is not installed"
 fi
@@ -495,6 +551,11 @@ grep -q "loss record 3 of 3" "$WORK/inst-run.err" &&
     pass "the installed heaplens-memcheck finds its agent in lib/heaplens" || fail installed-run "$(head -c 300 "$WORK/inst-run.err")"
 got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens me); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"; COMP_WORDS=(heaplens-memcheck --leak-check=f); COMP_CWORD=1; _heaplens; echo "${COMPREPLY[*]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1)
 [ "$got" = $'memcheck\n--leak-check=full' ] && pass "bash completion (subcommands, memcheck's options)" || fail completion "$got"
+# every command heaplens --help names (tests/integration/cli.sh checks each command's options)
+cmds=$("$IHL" --help | awk '/^$/ {exit} {print}' | sed -n 's/^ *\(usage:\)\{0,1\} *heaplens \([a-z]*\) .*/\2/p' | sort | tr '\n' ' ')
+got=$(bash -c 'source "$1"; COMP_WORDS=(heaplens ""); COMP_CWORD=1; _heaplens; printf "%s\n" "${COMPREPLY[@]}"' _ "$I/usr/share/bash-completion/completions/heaplens" 2>&1 | grep -v '^-' | sort | tr '\n' ' ')
+[ -n "$cmds" ] && [ "$got" = "$cmds" ] && pass "installed bash completion knows every subcommand ($cmds)" ||
+    fail completion-commands "offers '$got', heaplens --help names '$cmds'"
 make -s -C "$ROOT" BUILD="$BUILD" uninstall DESTDIR="$I" PREFIX=/usr >/dev/null 2>&1
 left=$(find "$I" -type f -o -type l | head -3)
 [ -z "$left" ] && pass "make uninstall removes what make install put" || fail make-uninstall "left: $left"

@@ -24,7 +24,7 @@ PASSED=0
 FAILED=0
 TIMEOUT=30 # seconds per command; each takes well under one normally
 OTHER=65534 # the other user: nobody
-unset XDG_RUNTIME_DIR HEAPLENS_OUTPUT HEAPLENS_SESSION
+unset XDG_RUNTIME_DIR HEAPLENS_OPTIONS HEAPLENS_OUTPUT HEAPLENS_SESSION
 umask 022
 
 pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
@@ -163,7 +163,7 @@ fi
 # 10. The session index
 # ================================================================================================
 # Where it lives while the program runs, as the program sees it.
-SHOW_SESSION='stat -c "%a %u %F" "${HEAPLENS_SESSION%/*}" "$HEAPLENS_SESSION"; echo "$HEAPLENS_SESSION"'
+SHOW_SESSION='S=${HEAPLENS_OPTIONS##*:session=}; stat -c "%a %u %F" "${S%/*}" "$S"; echo "$S"'
 me=$(id -u)
 mkdir -p "$WORK/tmp" "$WORK/xdg" "$WORK/xdg_open"
 chmod 700 "$WORK/xdg"
