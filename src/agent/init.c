@@ -13,7 +13,21 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "../common/format.h"
 #include "agent.h"
+#include "encode.h"
+#include "errors.h"
+#include "live.h"
+#include "log.h"
+#include "modules.h"
+#include "options.h"
+#include "real.h"
+#include "scan.h"
+#include "sink.h"
+#include "stacks.h"
+#include "thread.h"
+#include "unwind.h"
+#include "writer.h"
 #include "session.h"
 
 _Atomic int hl_phase;

@@ -9,8 +9,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "../common/format.h"
 #include "encode.h"
+#include "modules.h"
 
 #define HL_MAX_MODULES 4096
 

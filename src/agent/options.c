@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "log.h"
+#include "options.h"
+#include "stacks.h"
 
 hl_options_t hl_opt = {
     .depth = 32,

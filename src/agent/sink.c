@@ -18,7 +18,10 @@
 
 #include "../common/checksum.h"
 #include "../common/format.h"
-#include "agent.h"
+#include "log.h"
+#include "options.h"
+#include "os.h"
+#include "sink.h"
 #include "session.h"
 
 // 8 MiB of history: a loop whose records fill a few MiB still finds its previous round.
@@ -377,8 +380,6 @@ void sink_close(void) {
 }
 
 int sink_is_open(void) { return sink_fd >= 0; }
-int sink_has_failed(void) { return sink_failed; }
-const char* sink_path(void) { return path; }
 
 // The child must not write into the parent's file: forget it (the fd closes with exec or stays
 // harmlessly open) and open its own on first use.

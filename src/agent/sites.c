@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "os.h"
+#include "sites.h"
 
 typedef struct site_slot_s {
     uint64_t size; // 0 with number 0: empty

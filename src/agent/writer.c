@@ -16,10 +16,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "../common/clock.h"
 #include "../common/varint.h"
 #include "agent.h"
 #include "encode.h"
+#include "live.h"
+#include "modules.h"
+#include "options.h"
+#include "os.h"
+#include "real.h"
+#include "ring.h"
+#include "scan.h"
+#include "sink.h"
+#include "sites.h"
+#include "stacks.h"
+#include "thread.h"
+#include "writer.h"
 
 _Atomic int hl_writer_sleeping;
 static _Atomic int writer_wake;
