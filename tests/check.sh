@@ -42,6 +42,9 @@ tally "$out" verdicts_real
 echo "== security (trace and output files: full disks, devices, planted links, modes)"
 out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" security
+echo "== remote (the trace sent to a collector; a collector missing or gone mid-run)"
+out=$("$ROOT/tests/integration/remote.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" remote
 echo "== foreign (allocators defined by the program, programs heaplens cannot load into)"
 out=$("$ROOT/tests/integration/foreign.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" foreign

@@ -15,6 +15,7 @@
 
 #include "../common/format.h"
 #include "agent.h"
+#include "chunk.h"
 #include "encode.h"
 #include "errors.h"
 #include "live.h"
@@ -80,6 +81,7 @@ void agent_fork_child(void) {
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);
     sink_reset_after_fork();
+    chunk_restart_stream(); // a chunk the parent had open is the parent's
     modules_reset();
     if (hl_opt.no_follow) {
         atomic_store(&hl_phase, HL_DONE);

@@ -10,6 +10,9 @@
 
 void modules_refresh(hl_enc_t* enc);
 void modules_reset(void);
+// The MODULE records of the modules loaded now, as written before, into a trace begun again:
+// on any thread (the loader's list is not read).
+void modules_rewrite(hl_enc_t* enc);
 extern uintptr_t hl_self_lo, hl_self_hi;
 HL_INLINE int modules_own_text(uintptr_t ip) { // inside libheaplens.so?
     return ip >= hl_self_lo && ip < hl_self_hi;

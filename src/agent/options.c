@@ -53,4 +53,5 @@ void options_load(void) {
     strcpy(hl_opt.output, "heaplens.%e.%p.hl");
     env_str("HEAPLENS_OUTPUT", hl_opt.output, sizeof hl_opt.output);
     env_str("HEAPLENS_SESSION", hl_opt.session, sizeof hl_opt.session);
+    env_str("HEAPLENS_REMOTE", hl_opt.remote, sizeof hl_opt.remote);
 }

@@ -16,6 +16,7 @@ typedef struct hl_options_s {
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes
+    char remote[1024];  // the collector the trace goes to (unix:PATH, tcp:HOST:PORT), or ""
 } hl_options_t;
 
 extern hl_options_t hl_opt;

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-void sites_define(uint64_t size, uint32_t stack);     // an ALLOC or INHERIT is being written
+void sites_note(uint64_t size, uint32_t stack);     // an ALLOC or INHERIT is being written
 uint32_t sites_number(uint64_t size, uint32_t stack); // 0: not numbered (write the FREE in full)
 void sites_reset(void);
 
