@@ -52,6 +52,9 @@ tally "$out" remote
 echo "== security (trace and output files: full disks, devices, planted links, modes)"
 out=$("$ROOT/tests/integration/security.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" security
+echo "== remote sink (the agent's trace sent to a collector; a collector missing or gone mid-run)"
+out=$("$ROOT/tests/integration/remote_sink.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" remote_sink
 echo "== foreign (allocators defined by the program, programs heaplens cannot load into)"
 out=$("$ROOT/tests/integration/foreign.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" foreign

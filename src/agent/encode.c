@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "encode.h"
+#include "os.h"
 
 int enc_grow(hl_enc_t* e, size_t more) {
     if (e->len + more <= e->cap)

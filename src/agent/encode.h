@@ -5,8 +5,23 @@
 #ifndef HL_ENCODE_H
 #define HL_ENCODE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/compiler.h"
 #include "../common/varint.h"
-#include "agent.h"
+
+// A chunk being encoded: its raw bytes and the state its records are delta-coded against.
+typedef struct hl_enc_s {
+    uint8_t* buf;
+    size_t len, cap;
+    int64_t last_time;   // microseconds, of the chunk's last timed record
+    int64_t last_mark;   // nanoseconds, of the last TIME written (heap events are this old)
+    uint32_t cur_thread; // of the heap events: the last SWITCH (0: none yet in this chunk)
+    uint64_t last_verdict_addr;
+    uint64_t last_ip;    // STACK records delta-code their address and id against the previous
+    uint32_t last_stack; // one in the chunk
+} hl_enc_t;
 
 HL_COLD int enc_grow(hl_enc_t* e, size_t more); // 0, or -1 when out of memory
 

@@ -5,7 +5,14 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "../common/format.h"
+#include "errors.h"
+#include "live.h"
+#include "options.h"
+#include "thread.h"
+#include "unwind.h"
+#include "writer.h"
 
 static inline uint8_t guard_byte(size_t i) { return (uint8_t)(0xA5 ^ (i * 0x3B)); }
 

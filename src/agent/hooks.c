@@ -9,7 +9,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "agent.h"
+#include "errors.h"
+#include "hooks.h"
+#include "live.h"
+#include "options.h"
+#include "real.h"
+#include "record.h"
+#include "thread.h"
 
 #define HOOK_READY() hl_likely(atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON)
 

@@ -8,7 +8,9 @@
 #include <dlfcn.h>
 #include <stddef.h>
 
-#include "agent.h"
+#include "../common/format.h"
+#include "../common/compiler.h"
+#include "hooks.h"
 
 typedef void (*new_handler_t)(void);
 

@@ -11,7 +11,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "agent.h"
+#include "log.h"
+#include "os.h"
+#include "real.h"
+#include "record.h"
+#include "thread.h"
+#include "writer.h"
 
 #define TRACING()                                                                                  \
     (atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON && !thread_self()->busy)

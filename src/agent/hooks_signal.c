@@ -11,7 +11,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "agent.h"
+#include "os.h"
+#include "real.h"
 
 static const int fatal_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
                                     SIGBUS,  SIGFPE,  SIGSEGV, SIGPIPE, SIGALRM, SIGTERM,

@@ -13,7 +13,22 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "../common/format.h"
 #include "agent.h"
+#include "chunk.h"
+#include "encode.h"
+#include "errors.h"
+#include "live.h"
+#include "log.h"
+#include "modules.h"
+#include "options.h"
+#include "real.h"
+#include "scan.h"
+#include "sink.h"
+#include "stacks.h"
+#include "thread.h"
+#include "unwind.h"
+#include "writer.h"
 #include "session.h"
 
 _Atomic int hl_phase;
@@ -66,6 +81,7 @@ void agent_fork_child(void) {
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);
     sink_reset_after_fork();
+    chunk_restart_stream(); // a chunk the parent had open is the parent's
     modules_reset();
     if (hl_opt.no_follow) {
         atomic_store(&hl_phase, HL_DONE);

@@ -18,7 +18,9 @@
 #include <string.h>
 #include <sys/single_threaded.h>
 
+#include "../common/compiler.h"
 #include "live_levels.h"
+#include "os.h"
 
 #define HL_GRANULE_SHIFT 5
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))

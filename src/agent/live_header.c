@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/single_threaded.h>
 
+#include "../common/compiler.h"
 #include "live_levels.h"
+#include "os.h"
 
 #define MARK_GRANULE_SHIFT 4
 #define MARK_GRANULES (1u << (HL_REGION_SHIFT - MARK_GRANULE_SHIFT))

@@ -5,7 +5,12 @@
 #ifndef HL_LIVE_LEVELS_H
 #define HL_LIVE_LEVELS_H
 
-#include "agent.h"
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/compiler.h"
+#include "live.h"
 
 // What a slot of either table holds: the rest goes to the second level's side list.
 #define HL_ADDR_BITS 47

@@ -3,6 +3,7 @@
 // first time a block lands there: how the direct map (live.c) and the headers' marks
 // (live_header.c) find their part for an address with one load. Regions are never freed.
 #include "live_levels.h"
+#include "os.h"
 
 #define HL_DIR_ENTRIES (1u << (HL_ADDR_BITS - HL_REGION_SHIFT))
 

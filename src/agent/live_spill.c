@@ -8,7 +8,10 @@
 #include <sched.h>
 #include <string.h>
 
+#include "../common/compiler.h"
 #include "live_levels.h"
+#include "log.h"
+#include "os.h"
 
 // A slot, packed into 24 bytes:
 //   w0: address (47 bits) | fn (5) | state (2) | guarded (1) | internal (1)

@@ -17,7 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "log.h"
+#include "os.h"
 
 static _Atomic int log_lines;
 #define HL_LOG_MAX_LINES 32

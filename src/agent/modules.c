@@ -9,12 +9,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "../common/format.h"
 #include "encode.h"
+#include "modules.h"
+#include "os.h"
 
 #define HL_MAX_MODULES 4096
 
 typedef struct module_s {
+    size_t record_at, record_len; // its MODULE record's bytes in `records`
     uintptr_t bias;
     uintptr_t first_vaddr; // tells apart two objects loaded at one bias (rare, but vdso)
     uint32_t id;
@@ -24,6 +27,32 @@ typedef struct module_s {
 
 static module_t mods[HL_MAX_MODULES];
 static uint32_t nmods;
+// Every MODULE record written, kept so that a trace begun again elsewhere (sink.c's fall back to
+// a file, on the writer thread) can describe the modules without reading the loader's list,
+// which only a program thread may do (writer.c: writer_modules_changed).
+static uint8_t* records;
+static size_t records_len, records_cap;
+
+static void keep_record(module_t* m, const uint8_t* rec, size_t len) {
+    if (records_len + len > records_cap) {
+        size_t cap = records_cap ? records_cap : 64u << 10;
+        while (cap < records_len + len)
+            cap *= 2;
+        uint8_t* fresh = os_map(cap);
+        if (!fresh)
+            return;
+        if (records) {
+            memcpy(fresh, records, records_len);
+            os_unmap(records, records_cap);
+        }
+        records = fresh;
+        records_cap = cap;
+    }
+    memcpy(records + records_len, rec, len);
+    m->record_at = records_len;
+    m->record_len = len;
+    records_len += len;
+}
 uintptr_t hl_self_lo, hl_self_hi; // libheaplens.so's extent, for modules_own_text
 
 static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
@@ -141,7 +170,9 @@ static int refresh_cb(struct dl_phdr_info* info, size_t size, void* arg) {
     module_t* m = &mods[nmods++];
     *m = (module_t){.bias = info->dlpi_addr, .first_vaddr = fv, .id = ++next_module_id,
                     .seen = 1, .alive = 1};
+    size_t at = enc->len;
     emit_module(enc, info, m->id);
+    keep_record(m, enc->buf + at, enc->len - at);
     return 0;
 }
 
@@ -161,4 +192,16 @@ void modules_refresh(hl_enc_t* enc) {
 }
 
 // A new trace (fork child) describes every module again.
-void modules_reset(void) { nmods = 0; }
+void modules_reset(void) {
+    nmods = 0;
+    records_len = 0;
+}
+
+void modules_rewrite(hl_enc_t* enc) {
+    for (uint32_t i = 0; i < nmods; i++) {
+        if (!mods[i].alive || !mods[i].record_len || enc_reserve(enc, mods[i].record_len) != 0)
+            continue;
+        memcpy(enc->buf + enc->len, records + mods[i].record_at, mods[i].record_len);
+        enc->len += mods[i].record_len;
+    }
+}

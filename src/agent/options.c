@@ -15,7 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agent.h"
+#include "log.h"
+#include "options.h"
+#include "stacks.h"
 
 hl_options_t hl_opt = {
     .depth = 32,
@@ -55,6 +57,9 @@ static const option_t options[] = {
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
     {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
     {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},
+    {"remote", "HEAPLENS_REMOTE", NULL, 0, 0, hl_opt.remote, sizeof hl_opt.remote},
+    {"remote_token", "HEAPLENS_REMOTE_TOKEN", NULL, 0, 0, hl_opt.remote_token,
+     sizeof hl_opt.remote_token},
 };
 #define NOPTIONS (sizeof options / sizeof *options)
 

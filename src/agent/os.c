@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "log.h"
+#include "os.h"
 
 // ---------------------------------------------------------------------------------------------
 // Sets of address ranges: the agent's own mappings, and those the allocator underneath makes for
@@ -130,15 +132,6 @@ void os_yield(void) {
 void os_unmap(void* p, size_t size) {
     range_subtract(&agent_ranges, (uintptr_t)p, (uintptr_t)p + size);
     syscall(SYS_munmap, p, size);
-}
-
-int os_is_agent_range(uintptr_t lo, uintptr_t hi) {
-    range_set_t* s = &agent_ranges;
-    size_t n = atomic_load(&s->count);
-    for (size_t i = 0; i < n; i++)
-        if (lo < s->r[i][1] && hi > s->r[i][0])
-            return 1;
-    return 0;
 }
 
 size_t os_agent_ranges(uintptr_t (*out)[2], size_t max) {

@@ -13,7 +13,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "../common/format.h"
+#include "log.h"
+#include "os.h"
+#include "real.h"
 #include "got.h"
 
 hl_real_t hl_real;

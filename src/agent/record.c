@@ -7,8 +7,18 @@
 
 #include <sys/single_threaded.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "../common/clock.h"
 #include "agent.h"
+#include "errors.h"
+#include "live.h"
+#include "options.h"
+#include "record.h"
+#include "ring.h"
+#include "scan.h"
+#include "thread.h"
+#include "unwind.h"
 
 static HL_COLD int attach_slow(hl_thread_t* t) {
     return thread_attach(t);

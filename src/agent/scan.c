@@ -16,9 +16,19 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "classify.h"
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "encode.h"
+#include "live.h"
+#include "log.h"
+#include "modules.h"
+#include "options.h"
+#include "os.h"
+#include "scan.h"
+#include "thread.h"
+#include "unwind.h"
+#include "writer.h"
+#include "classify.h"
 
 // ---------------------------------------------------------------------------------------------
 // A thread's own roots: its stack from the program's frame up, and its registers

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "../common/private_dir.h"
-#include "agent.h"
+#include "log.h"
+#include "options.h"
+#include "os.h"
 #include "session.h"
 
 // Opens the index with FLAGS (O_RDONLY or O_WRONLY | O_APPEND); -1 when it cannot be used.

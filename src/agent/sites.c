@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "os.h"
+#include "sites.h"
 
 typedef struct site_slot_s {
     uint64_t size; // 0 with number 0: empty
@@ -59,7 +61,7 @@ static inline site_slot_t* find(uint64_t size, uint32_t stack) {
     }
 }
 
-void sites_define(uint64_t size, uint32_t stack) {
+void sites_note(uint64_t size, uint32_t stack) {
     if (is_broken)
         return;
     if ((!slots || defined + 1 > (mask + 1) / 2) && grow() != 0) {

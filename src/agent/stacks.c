@@ -8,7 +8,9 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "os.h"
+#include "stacks.h"
 
 #define HL_STACK_NODES (24u << 20) // nodes, all stacks together
 // Nodes live in chunks made as they fill: a reservation for every node up front would take
@@ -209,8 +211,4 @@ void stacks_lock(void) {
 }
 void stacks_unlock(void) {
     atomic_store_explicit(&make_lock, 0, memory_order_release);
-}
-
-uint32_t stack_count(void) {
-    return atomic_load(&next_id);
 }

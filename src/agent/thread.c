@@ -15,6 +15,11 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "log.h"
+#include "os.h"
+#include "ring.h"
+#include "scan.h"
+#include "thread.h"
 
 pthread_key_t hl_thread_key;
 _Atomic int hl_thread_key_ready;

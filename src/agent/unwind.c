@@ -14,7 +14,13 @@
 #include <string.h>
 #include <unwind.h>
 
-#include "agent.h"
+#include "../common/compiler.h"
+#include "modules.h"
+#include "options.h"
+#include "os.h"
+#include "stacks.h"
+#include "thread.h"
+#include "unwind.h"
 
 // ---------------------------------------------------------------------------------------------
 // The general path
@@ -461,7 +467,6 @@ typedef struct recent_s {
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
     recent_t recent[2];
-    last_stack_t scratch; // unwind_here's
 } unwind_state_t;
 
 static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
@@ -601,20 +606,6 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     return n;
 }
 
-int unwind_here(uintptr_t* ips, int max) {
-    uintptr_t ip, sp, rbp;
-    if (leave_agent(&ip, &sp, &rbp) != 0)
-        return unwind_general(ips, max);
-    unwind_state_t* st = thread_state(thread_self());
-    if (!st)
-        return unwind_general(ips, max);
-    int n = walk(st, ip, sp, rbp, &st->scratch, NULL, max);
-    if (n < 0)
-        return unwind_general(ips, max);
-    memcpy(ips, st->scratch.ips, (size_t)n * sizeof(uintptr_t));
-    return n;
-}
-
 #define HL_RELEASE_DEPTH 16
 
 // The general unwinder's path, out of line: its 2 KiB array of frames must not sit in every
@@ -675,8 +666,6 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
 uint32_t stack_capture(hl_thread_t* t) { return capture(t, 0); }
 uint32_t stack_capture_release(hl_thread_t* t) { return capture(t, 1); }
 #else
-int unwind_here(uintptr_t* ips, int max) { return unwind_general(ips, max); }
-
 uint32_t stack_capture(hl_thread_t* t) {
     (void)t;
     uintptr_t ips[HL_MAX_DEPTH];

@@ -16,10 +16,26 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/compiler.h"
+#include "../common/format.h"
 #include "../common/clock.h"
 #include "../common/varint.h"
 #include "agent.h"
 #include "encode.h"
+#include "live.h"
+#include "log.h"
+#include "modules.h"
+#include "options.h"
+#include "os.h"
+#include "real.h"
+#include "ring.h"
+#include "scan.h"
+#include "chunk.h"
+#include "sink.h"
+#include "sites.h"
+#include "stacks.h"
+#include "thread.h"
+#include "writer.h"
 
 _Atomic int hl_writer_sleeping;
 static _Atomic int writer_wake;
@@ -195,6 +211,7 @@ static void ensure_thread(uint32_t index, int tid) {
 }
 
 static uint32_t inherit_max_thread; // blocks of threads up to this index came from the parent
+static int is_begun_again;          // the trace goes on in a new sink: every live block is inherited
 
 static void emit_inherited(const hl_block_t* b, void* arg) {
     (void)arg;
@@ -204,7 +221,7 @@ static void emit_inherited(const hl_block_t* b, void* arg) {
     writer_flush_if_large_locked();
     if (enc_reserve(&enc, 80) != 0)
         return;
-    sites_define(b->size, b->stack);
+    sites_note(b->size, b->stack);
     enc_tag(&enc, REC_INHERIT);
     enc_u(&enc, b->addr);
     enc_u(&enc, b->size);
@@ -217,9 +234,18 @@ static void preamble(void) {
         return;
     need_preamble = 0;
     emit_info();
-    modules_refresh(&enc);
-    if (is_fork_child)
+    if (is_begun_again) {
+        modules_rewrite(&enc);
+        inherit_max_thread = UINT32_MAX;
+        live_lock_all(); // the program runs on: its threads wait for the table a moment
         live_for_each(emit_inherited, NULL);
+        live_unlock_all();
+        is_begun_again = 0;
+    } else {
+        modules_refresh(&enc);
+        if (is_fork_child)
+            live_for_each(emit_inherited, NULL);
+    }
     writer_flush_if_large_locked();
 }
 
@@ -258,7 +284,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
     switch (ev->kind) {
     case EV_ALLOC:
         ensure_stack(ev->aux);
-        sites_define(ev->size, ev->aux);
+        sites_note(ev->size, ev->aux);
         enc_tag(&enc, REC_ALLOC | (ev->fn & HL_REC_FN_MASK));
         enc_u(&enc, ev->size);
         enc_u(&enc, ev->aux);
@@ -313,7 +339,22 @@ static inline int takes_two(const hl_event_t* ev) {
     return ev->kind == EV_MMAP || ev->kind == EV_MUNMAP;
 }
 
-#define HL_MERGE_MAX 256
+// A full ring: the producer waits for the writer to drain it (rather than drop the event), and
+// never drains, compresses or writes on its own: the program's thread must not block on disk
+// or network inside malloc. The writer wakes waiters each time it hands ring space back.
+static _Atomic int drained;      // bumped by the writer when it hands space back
+static _Atomic int ring_waiters; // producers waiting on `drained`
+// A waiter looks again this often: a scan may ask it to park, or tracing may have stopped.
+#define HL_RING_WAIT_NS 1000000L
+
+static void ring_space_given(void) {
+    atomic_fetch_add_explicit(&drained, 1, memory_order_release);
+    if (atomic_load_explicit(&ring_waiters, memory_order_acquire))
+        os_futex_wake(&drained, 1 << 30);
+}
+
+#define HL_MERGE_MAX 256 // rings merged in one round; more wait for the next round
+#define HL_HAND_BACK 256ull // a ring's drained space is handed back every this many events
 // Returns 1 when it took any event from a ring.
 static int drain_all(void) {
     clock_recalibrate(); // for the events drained now (a drain may come without a pass)
@@ -389,14 +430,16 @@ static int drain_all(void) {
                 writer_flush_if_large_locked();
                 uint64_t was = pos[best];
                 pos[best] += 1 + two;
-                if ((was ^ pos[best]) &
-                    ~255ull) // hand space back to a producer that may be waiting
+                if ((was ^ pos[best]) & ~(HL_HAND_BACK - 1)) { // to a producer that may wait
                     atomic_store_explicit(&r->tail, pos[best], memory_order_release);
+                    ring_space_given();
+                }
             } while (pos[best] != end[best] &&
                      (!others || (int64_t)(head_ticks(r, pos[best]) - next_t - slack) <= 0));
         }
         for (int i = 0; i < k; i++)
             atomic_store_explicit(&rings[i]->tail, end[i], memory_order_release);
+        ring_space_given();
         if (!more)
             break;
     }
@@ -435,7 +478,7 @@ static size_t chunk_fed; // raw bytes of the open chunk already handed to the si
 void writer_flush_if_large_locked(void) {
     if (enc.len < HL_FEED_BYTES)
         return;
-    sink_feed(enc.buf, enc.len);
+    chunk_feed(enc.buf, enc.len);
     chunk_fed += enc.len;
     enc.len = 0;
     if (chunk_fed >= HL_CHUNK_BYTES)
@@ -453,13 +496,19 @@ static void chunk_restart(void) {
     enc.last_stack = 0;
 }
 
+static void trace_begin_again(void);
+
 static void flush_chunk(void) {
     if (enc.len == 0 && chunk_fed == 0)
         return;
     if (enc.len)
-        sink_feed(enc.buf, enc.len);
-    sink_end_chunk();
+        chunk_feed(enc.buf, enc.len);
+    const uint8_t* bytes;
+    size_t len;
+    int switched = chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_SWITCHED;
     chunk_restart();
+    if (switched)
+        trace_begin_again();
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;
 }
@@ -637,32 +686,49 @@ int writer_start(void) {
     return 0;
 }
 
-// A full ring: let the writer catch up. The producer waits rather than drop the event.
+static int ring_has_space(hl_ring_t* r) {
+    r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache < HL_RING_EVENTS;
+}
+
 void ring_wait_space(hl_ring_t* r) {
-    if (!atomic_load(&writer_running))
-        writer_start();
-    for (int spins = 0;; spins++) {
+    if (!atomic_load(&writer_running) && writer_start() != 0) {
+        // No writer can run (no thread to be had): nothing will ever drain this ring.
+        hl_log("cannot start the writer thread; tracing stops here, the program goes on");
+        atomic_store(&hl_phase, HL_DONE);
+    }
+    atomic_fetch_add(&ring_waiters, 1);
+    for (;;) {
         if (thread_self()->park_pending)
             scan_park_self(); // a scan waits for this thread; the writer waits for the scan
+        int seen = atomic_load_explicit(&drained, memory_order_acquire);
+        if (ring_has_space(r))
+            break;
+        if (atomic_load(&hl_phase) != HL_ON || !atomic_load(&writer_running)) {
+            // Tracing is over (the trace is finished, or its writer is gone): what is left in
+            // the ring will never be written; the slot is handed out again.
+            atomic_store_explicit(&r->tail, atomic_load(&r->head) - HL_RING_EVENTS + 1,
+                                  memory_order_release);
+            continue;
+        }
         writer_kick();
-        if (!atomic_load(&writer_running)) {
-            // No writer (fork child before start, or start failed): drain on this thread.
-            writer_lock();
-            pass(0);
-            writer_unlock();
-        }
-        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache < HL_RING_EVENTS)
-            return;
-        if (spins > 100) {
-            // The writer may be parked by a stop-the-world in progress; drain ourselves.
-            writer_lock();
-            pass(0);
-            writer_unlock();
-        } else {
-            sched_yield();
-        }
+        os_futex_wait(&drained, seen, HL_RING_WAIT_NS);
     }
+    atomic_fetch_sub(&ring_waiters, 1);
+}
+
+// The sink changed under the trace (sink.c: the collector went away, the bytes now go to a
+// local file): the new destination gets a trace of its own, from the start of a new stream,
+// which names every stack, thread, site and module again and begins with the blocks live now,
+// as a fork child's does. What the lost chunk held is not in it.
+static void trace_begin_again(void) {
+    chunk_restart_stream();
+    if (stack_emitted)
+        memset(stack_emitted, 0, stack_emitted_cap);
+    memset(thread_emitted, 0, sizeof thread_emitted);
+    sites_reset();
+    need_preamble = 1;
+    is_begun_again = 1;
 }
 
 void writer_flush_sync(void) {

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+// chunk.c - chunk framing and compression (chunk.h). The chunks of a trace are flushed parts of
+// one zstd stream with a long window (format.h): a program's repeating patterns cost bytes once
+// per trace, not once per chunk. Writer thread only (or under the writer lock).
+#define _GNU_SOURCE
+#include <string.h>
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#include "../common/checksum.h"
+#include "chunk.h"
+#include "log.h"
+#include "os.h"
+
+// 8 MiB of history: a loop whose records fill a few MiB still finds its previous round.
+#define HL_ZSTD_WINDOW_LOG 23
+
+static ZSTD_CCtx* cctx;
+static int has_failed;
+static uint8_t* out_buf; // the open chunk: header, then its compressed bytes so far
+static size_t out_cap;
+static size_t out_len;          // compressed bytes of the open chunk
+static size_t chunk_raw;        // raw bytes fed into it
+static hl_checksum_t chunk_sum; // of those bytes
+
+// zstd 1.5 lays its compression workspace out as its objects, the match tables and the
+// long-distance matcher's table (512 KiB for an 8 MiB window), then the buffers: it clears the
+// tables before the first byte goes in, and the buffers fill as input comes. The tables are
+// made present with one call (a fault per page cost 128 faults, 1.3 ms on a virtual machine,
+// per traced process); should another version place them elsewhere, they fault in as before.
+#define HL_ZSTD_WORKSPACE_MIN (4u << 20) // the one allocation holding the window's buffer
+#define HL_ZSTD_TABLES (608u << 10)      // objects, tables and the LDM table of windowLog 23
+#define HL_ZALLOC_HEADER 16              // the mapping's size, kept before what zstd gets
+
+// zstd's working memory comes from agent pages: the host's heap never sees it.
+static void* zalloc(void* opaque, size_t size) {
+    (void)opaque;
+    size_t* p = os_map(size + HL_ZALLOC_HEADER);
+    if (!p)
+        return NULL;
+    p[0] = size + HL_ZALLOC_HEADER;
+    if (size >= HL_ZSTD_WORKSPACE_MIN)
+        os_populate(p, HL_ZSTD_TABLES);
+    return (uint8_t*)p + HL_ZALLOC_HEADER;
+}
+static void zfree(void* opaque, void* addr) {
+    (void)opaque;
+    if (!addr)
+        return;
+    size_t* p = (size_t*)((uint8_t*)addr - HL_ZALLOC_HEADER);
+    os_unmap(p, p[0]);
+}
+
+static void put_u32(uint8_t* p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+void chunk_file_header(uint8_t out[HL_FILE_HEADER_SIZE]) {
+    memset(out, 0, HL_FILE_HEADER_SIZE);
+    memcpy(out, HL_TRACE_MAGIC, 8);
+    out[8] = (uint8_t)HL_TRACE_VERSION;
+}
+
+// Room for `more` compressed bytes after the open chunk's header and what it holds so far.
+static int out_reserve(size_t more) {
+    size_t need = HL_CHUNK_HEADER_SIZE + out_len + more;
+    if (need <= out_cap)
+        return 0;
+    size_t cap = out_cap ? out_cap : (1u << 20);
+    while (cap < need)
+        cap *= 2;
+    uint8_t* fresh = os_map(cap);
+    if (!fresh)
+        return -1;
+    if (out_buf) {
+        memcpy(fresh, out_buf, HL_CHUNK_HEADER_SIZE + out_len);
+        os_unmap(out_buf, out_cap);
+    }
+    out_buf = fresh;
+    out_cap = cap;
+    return 0;
+}
+
+static int fail_stream(void) {
+    if (!has_failed++)
+        hl_log("compressing the trace failed; tracing stops here, the program goes on");
+    return -1;
+}
+
+// One compression context for the life of the process (a new trace resets its session).
+static int ensure_cctx(void) {
+    if (cctx)
+        return 0;
+    static const ZSTD_customMem mem = {zalloc, zfree, NULL};
+    cctx = ZSTD_createCCtx_advanced(mem);
+    if (!cctx)
+        return -1;
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+    // Long-distance matching finds a repeat megabytes back at level 1's speed; the frame's own
+    // checksum would only come at its end, which a killed process never writes: chunks carry one.
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_enableLongDistanceMatching, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, HL_ZSTD_WINDOW_LOG);
+    // Only repeats of 256 bytes and more go to the long-distance matcher (its default, 64,
+    // lets short accidental repeats break long ones: sqlite3's trace is 30% smaller this way).
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_ldmMinMatch, 256);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    return 0;
+}
+
+// Runs the stream over `raw` (mode ZSTD_e_continue) or flushes what it holds (ZSTD_e_flush).
+// Slack beyond zstd's bound, so a flush's block ends fit without another round.
+#define HL_STREAM_SLACK 4096
+static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
+    if (ensure_cctx() != 0)
+        return fail_stream();
+    ZSTD_inBuffer in = {raw, len, 0};
+    for (;;) {
+        if (out_reserve(ZSTD_compressBound(len - in.pos) + HL_STREAM_SLACK) != 0)
+            return fail_stream();
+        ZSTD_outBuffer out = {out_buf + HL_CHUNK_HEADER_SIZE, out_cap - HL_CHUNK_HEADER_SIZE,
+                              out_len};
+        size_t left = ZSTD_compressStream2(cctx, &out, &in, mode);
+        out_len = out.pos;
+        if (ZSTD_isError(left))
+            return fail_stream();
+        if (mode == ZSTD_e_flush ? left == 0 : in.pos == len)
+            return 0;
+    }
+}
+
+int chunk_feed(const uint8_t* raw, size_t len) {
+    if (has_failed)
+        return -1;
+    if (len == 0)
+        return 0;
+    if (chunk_raw == 0)
+        hl_checksum_init(&chunk_sum);
+    if (stream(raw, len, ZSTD_e_continue) != 0)
+        return -1;
+    hl_checksum_update(&chunk_sum, raw, len);
+    chunk_raw += len;
+    return 0;
+}
+
+int chunk_end(const uint8_t** out, size_t* len) {
+    *out = NULL;
+    *len = 0;
+    if (has_failed)
+        return -1;
+    if (chunk_raw == 0)
+        return 0;
+    if (stream(NULL, 0, ZSTD_e_flush) != 0)
+        return -1;
+    put_u32(out_buf, HL_CHUNK_MAGIC);
+    put_u32(out_buf + 4, (uint32_t)out_len);
+    put_u32(out_buf + 8, (uint32_t)chunk_raw);
+    put_u32(out_buf + 12, hl_checksum_final(&chunk_sum));
+    *out = out_buf;
+    *len = out_len + HL_CHUNK_HEADER_SIZE;
+    out_len = 0;
+    chunk_raw = 0;
+    return 0;
+}
+
+void chunk_restart_stream(void) {
+    if (cctx)
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+    out_len = 0;
+    chunk_raw = 0;
+    has_failed = 0;
+}

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// live.h - every live heap block, by address (live.c, with live_header.c and live_spill.c).
+#ifndef HL_LIVE_H
+#define HL_LIVE_H
+
+#include <stdint.h>
+
+// Plain fields, no bit-fields: the hot path builds one per call, and a bit-field store is a
+// read-modify-write of the word it shares (a stall when the word was just written in part).
+typedef struct hl_block_s {
+    uintptr_t addr;      // 0 = empty slot
+    uint64_t size;       // requested bytes
+    uint8_t fn;          // allocating HL_FN_*
+    uint8_t state;       // HL_BLOCK_*
+    uint8_t guarded;     // guard bytes follow the block
+    uint8_t is_internal; // made by the agent's own libraries: tracked, never reported
+    uint8_t headed;      // its record is in the HL_HEADER bytes before it (live_header.c)
+    uint32_t stack;
+    uint32_t thread; // owner thread; once FREED, the stack that released the block
+} hl_block_t;
+
+enum hl_block_state {
+    HL_BLOCK_EMPTY = 0,
+    HL_BLOCK_LIVE = 1,
+    HL_BLOCK_FREED = 2,
+    HL_BLOCK_TOMB = 3
+};
+
+// The record a block of malloc, calloc or realloc carries before it while guards are on: the
+// allocator is asked for HL_HEADER more bytes, and its pointer is the program's minus these.
+#define HL_HEADER 16
+int live_header_room(uintptr_t addr); // may a block at addr carry a header? (marks made)
+
+void live_init(void);
+void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr
+void live_insert(const hl_block_t* b);
+// Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
+// removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out; for a
+// header block only out->headed: record.c keeps what it was), or HL_BLOCK_EMPTY when the agent
+// never saw it.
+int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack);
+int live_lookup(uintptr_t addr, hl_block_t* out);
+void live_lock_all(void);
+void live_unlock_all(void);
+// Calls fn for every live block; the caller holds live_lock_all() or the world is stopped.
+void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
+uint64_t live_count(void);
+void live_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT
+// os.h - raw system calls for the agent's own needs (os.c): memory that the program's
+// allocator never sees, I/O that never re-enters the agent's hooks, futexes.
+#ifndef HL_OS_H
+#define HL_OS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+void* os_map(size_t size);       // zeroed anonymous memory, or NULL
+void* os_map_dense(size_t size); // the same, populated at once (for tables used whole)
+void os_unmap(void* p, size_t size);
+void* os_reserve(size_t size);         // large and lazily backed: pages cost only once touched
+void os_discard(void* p, size_t size); // gives the pages back; they read as zeros after
+int os_populate(void* p, size_t size); // 0 once every page is present and written, else -1
+void os_yield(void);
+long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
+int os_gettid(void);
+void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns); // timeout < 0: none
+void os_futex_wake(_Atomic int* addr, int count);
+int os_tgkill(int pid, int tid, int sig);
+size_t os_agent_ranges(uintptr_t (*out)[2], size_t max); // the memory os_map handed out
+// Mappings the allocator underneath made for itself (mmap while inside a real malloc).
+void os_note_allocator_map(uintptr_t lo, uintptr_t hi);
+void os_note_allocator_unmap(uintptr_t lo, uintptr_t hi);
+size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max);
+
+#endif

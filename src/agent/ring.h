@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// ring.h - what the hot path hands to the writer thread: fixed-size events in a per-thread
+// single-producer (the owning thread), single-consumer (the writer) ring. The producer side is
+// inline here; the consumer side is the writer's drain (writer.c).
+#ifndef HL_RING_H
+#define HL_RING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../common/compiler.h"
+
+enum hl_event_kind {
+    EV_ALLOC = 1, // size, aux = stack id, fn
+    EV_FREE,      // size = the block's size, aux = its stack id, fn, extra = 1 when it was
+                  // its thread's latest allocation, freed by that thread (temporary)
+    EV_MMAP,      // size = length, aux = stack id, extra = prot | flags << 8 (low bits);
+                  // the next event (EV_ADDR) holds the address
+    EV_MUNMAP,    // size = length; the next event (EV_ADDR) holds the address
+    EV_ADDR,      // size = the address of the event before
+};
+
+// 24 bytes: the heap events, nearly all of them, need no address (the trace names sites).
+typedef struct hl_event_s {
+    uint64_t ticks;
+    uint64_t size;
+    uint32_t aux;
+    uint8_t kind;
+    uint8_t fn;
+    uint16_t extra;
+} hl_event_t;
+
+#define HL_RING_EVENTS 16384u
+// A header block its thread released (a header block's own record is the allocator's then):
+// what a double free of it reports.
+#define HL_RELEASED 128
+typedef struct hl_released_s {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t stack, release_stack;
+    uint32_t owner; // thread index << 8 | fn
+} hl_released_t;
+
+typedef struct hl_ring_s {
+    _Alignas(64) _Atomic uint64_t head; // written by the producer only
+    uint64_t tail_cache;                // producer's last view of tail
+    _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
+    _Alignas(64) uint32_t thread_index;
+    int tid;
+    _Atomic int is_dead;    // owner exited; writer drains then recycles
+    struct hl_ring_s* next; // registry list
+    uint64_t known_ticks;   // writer's: the latest time known for this ring's events
+    uint32_t released_next; // owner's: count of released[] entries written
+    hl_released_t released[HL_RELEASED];
+    hl_event_t events[HL_RING_EVENTS];
+} hl_ring_t;
+
+// The consumer's side, in writer.c: a full ring waits for the writer; a quarter filled wakes a
+// sleeping writer.
+HL_COLD void ring_wait_space(hl_ring_t* r);
+HL_COLD void writer_kick(void);
+extern _Atomic int hl_writer_sleeping;
+
+HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (hl_unlikely(h - r->tail_cache >= HL_RING_EVENTS)) {
+        r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - r->tail_cache >= HL_RING_EVENTS)
+            ring_wait_space(r);
+    }
+    return &r->events[h & (HL_RING_EVENTS - 1)];
+}
+
+HL_INLINE void ring_commit(hl_ring_t* r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
+    atomic_store_explicit(&r->head, h, memory_order_release);
+    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0) &&
+        atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed))
+        writer_kick();
+}
+
+#endif

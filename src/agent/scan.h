@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+// scan.h - the reachability scan (scan.c; the classification itself is classify.c's).
+#ifndef HL_SCAN_H
+#define HL_SCAN_H
+
+#include <stdint.h>
+
+#include "encode.h"
+
+struct ucontext_t;
+// A thread's own roots: its stack from lo up (its mapping's end), and its registers.
+#define HL_THREAD_REGS 32
+typedef struct hl_thread_roots_s {
+    uintptr_t sp; // tells which mapping is its stack
+    uintptr_t lo;
+    int nregs;
+    uintptr_t regs[HL_THREAD_REGS];
+} hl_thread_roots_t;
+// Before the world stops (it may take locks): the calling thread's roots, from the frame of the
+// program under the agent's and the exit path's (uc: the context a fatal signal interrupted).
+void scan_prepare(hl_thread_roots_t* self, const struct ucontext_t* uc);
+int scan_stop_world(void); // 1 when every other thread parked with its registers
+void scan_resume_world(void);
+// Classify every live block and encode SCAN + VERDICT records (a SCAN saying HL_SCAN_NO_MEMORY
+// when the scan cannot get its memory). The world is stopped; self from scan_prepare.
+int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped);
+void scan_park_self(void); // called when park_pending was set while busy
+void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
+
+#endif

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// sink.h - where a trace's bytes go: a small interface (open, write, close, after_fork) with two
+// implementations, a file (sink_file.c) and a socket to a collector (sink_socket.c), and the
+// front the writer uses (sink.c), which picks one and falls back from the socket to a file.
+// Only the writer thread, or a thread holding the writer lock, calls any of it.
+#ifndef HL_SINK_H
+#define HL_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define HL_SINK_WHERE 1100 // a path or an address, as said in messages
+
+typedef struct hl_sink_s hl_sink_t;
+typedef struct hl_sink_ops_s {
+    const char* what; // "trace file", "collector": for messages
+    // Reaches the destination (pid: whose trace, for names). 0, or -errno (why in s->why when
+    // it is not an errno's text). Says nothing: the front decides what to tell the user.
+    int (*open)(hl_sink_t* s, int pid);
+    int (*write)(hl_sink_t* s, const void* buf, size_t len); // all of it: 0, or -errno
+    void (*close)(hl_sink_t* s);
+    void (*after_fork)(hl_sink_t* s); // a child: the parent's destination is not its own
+} hl_sink_ops_t;
+
+struct hl_sink_s {
+    const hl_sink_ops_t* ops;
+    int fd;                      // -1: not open
+    dev_t dev;                   // fd's identity: a program may close it and reuse the number
+    ino_t ino;                   // (daemons do); checked before each write
+    const char* failed_to;       // what open could not do ("create", "connect to"...)
+    const char* why;             // open's reason when no errno says it (NULL: errno's text)
+    char where[HL_SINK_WHERE];   // the file's path, or the collector's address
+};
+
+extern const hl_sink_ops_t hl_sink_file;   // sink_file.c
+extern const hl_sink_ops_t hl_sink_socket; // sink_socket.c
+
+// The front (sink.c). The socket sink when HEAPLENS_REMOTE names a collector, else the file.
+int sink_open(void); // the sink and the trace's header: 0, or -1 (said why; tracing stops)
+// One framed chunk (chunk.c): 0; -1 when tracing stops (said why); or HL_SINK_SWITCHED: the
+// collector went away, the bytes now go to a new local file (said where), and the writer must
+// begin the trace again there (it is a new trace: the chunk given is not in it).
+#define HL_SINK_SWITCHED 1
+int sink_write_chunk(const uint8_t* buf, size_t len);
+void sink_close(void);
+int sink_is_open(void);
+void sink_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// sink_file.c - the trace as a file named from the output template (sink.h's file sink),
+// written with plain write(2) (EINTR and short writes handled, SIGXFSZ kept from the program:
+// os_write_all). The trace is always a new regular file, private to its owner (create_trace).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "chunk.h"
+#include "log.h"
+#include "options.h"
+#include "os.h"
+#include "sink.h"
+
+// Out of the way of the program's own descriptors (a daemon closing 0..1023 and reusing the
+// numbers): the lowest number the agent gives its own descriptors.
+#define HL_SINK_FD_MIN 700
+
+static long sys_open(const char* p, int flags, int mode) {
+    return syscall(SYS_openat, AT_FDCWD, p, flags | O_CLOEXEC, mode);
+}
+
+static int move_high(int fd) {
+    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HL_SINK_FD_MIN);
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+static size_t exe_name(char* out, size_t cap) {
+    char buf[1024];
+    long n = syscall(SYS_readlink, "/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        n = 0;
+    buf[n] = 0;
+    const char* base = buf;
+    for (const char* s = buf; *s; s++)
+        if (*s == '/')
+            base = s + 1;
+    size_t len = strlen(base);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, base, len);
+    out[len] = 0;
+    return len;
+}
+
+// A program name's share of a trace's name.
+#define HL_EXE_NAME_MAX 256
+
+static void expand(char* out, size_t cap, const char* tmpl, int pid) {
+    size_t o = 0;
+    for (const char* t = tmpl; *t && o + 32 < cap; t++) {
+        if (t[0] == '%' && t[1] == 'p') {
+            o += (size_t)hl_fmt(out + o, cap - o, "%d", pid);
+            t++;
+        } else if (t[0] == '%' && t[1] == 'e') {
+            o += exe_name(out + o, cap - o > HL_EXE_NAME_MAX ? HL_EXE_NAME_MAX : cap - o);
+            t++;
+        } else {
+            out[o++] = *t;
+        }
+    }
+    out[o] = 0;
+}
+
+// An earlier trace may hold a name (of a run before, or of a process before with the same pid);
+// a thousand of them means something else is wrong.
+#define HL_TRACE_NAME_TRIES 1000
+
+// What stands at a trace's name when it is not a regular file, for the line refusing it.
+static const char* kind_of(unsigned mode) {
+    switch (mode & S_IFMT) {
+    case S_IFCHR:
+        return "it is a character device, not a regular file";
+    case S_IFBLK:
+        return "it is a block device, not a regular file";
+    case S_IFIFO:
+        return "it is a FIFO, not a regular file";
+    case S_IFSOCK:
+        return "it is a socket, not a regular file";
+    case S_IFDIR:
+        return "it is a directory, not a regular file";
+    case S_IFLNK:
+        return "it is a symbolic link, not a regular file";
+    default:
+        return "it is not a regular file";
+    }
+}
+
+// Creates the trace at BASE, or at BASE.1, BASE.2... when a regular file (an earlier trace) has
+// the name: always a new file (O_EXCL), never through a symbolic link (O_NOFOLLOW), readable by
+// its owner only, as a core dump is: it holds addresses, paths and arguments. Anything else at
+// the name (/dev/full, a FIFO, a directory, a link) is refused, not worked around: a trace is a
+// regular file, and one created beside a device is never what was meant.
+// Returns the descriptor, or -errno with s->where the name tried and s->why what was there
+// when that is the reason.
+static int create_trace(hl_sink_t* s, const char* base) {
+    for (int attempt = 0; attempt < HL_TRACE_NAME_TRIES; attempt++) {
+        if (attempt == 0)
+            hl_fmt(s->where, sizeof s->where, "%s", base);
+        else
+            hl_fmt(s->where, sizeof s->where, "%s.%d", base, attempt);
+        int fd = (int)sys_open(s->where, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -errno;
+        struct stat st;
+        if (syscall(SYS_newfstatat, AT_FDCWD, s->where, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            !S_ISREG(st.st_mode)) {
+            s->why = kind_of(st.st_mode);
+            return -EEXIST;
+        }
+    }
+    return -EEXIST;
+}
+
+// A trace that could not be started leaves no file behind: removed if s->where still names it.
+static void discard_trace(hl_sink_t* s, int fd) {
+    struct stat mine, named;
+    if (syscall(SYS_fstat, fd, &mine) == 0 &&
+        syscall(SYS_newfstatat, AT_FDCWD, s->where, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
+        syscall(SYS_unlinkat, AT_FDCWD, s->where, 0);
+    close(fd);
+}
+
+static int file_open(hl_sink_t* s, int pid) {
+    char base[HL_SINK_WHERE];
+    expand(base, sizeof base, hl_opt.output, pid);
+    s->why = NULL;
+    s->failed_to = "create";
+    int fd = create_trace(s, base);
+    if (fd < 0)
+        return fd;
+    uint8_t header[HL_FILE_HEADER_SIZE];
+    chunk_file_header(header);
+    long w = os_write_all(fd, header, sizeof header);
+    if (w != 0) {
+        discard_trace(s, fd);
+        s->failed_to = "write";
+        return (int)w;
+    }
+    fd = move_high(fd);
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) == 0) {
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
+    }
+    s->fd = fd;
+    return 0;
+}
+
+// A program may close every descriptor (daemons do) and reuse the number for a file of its own:
+// writing there would corrupt it. Before each chunk, the descriptor must still be the trace;
+// if it is not, the trace is opened again by name and appended to (chunks stand alone), as long
+// as the name still leads to the same file, not through a link: a file put at the name since is
+// not the trace, and may be another user's.
+static int check_fd(hl_sink_t* s) {
+    struct stat st;
+    if (syscall(SYS_fstat, s->fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino)
+        return 0;
+    int fd = (int)sys_open(s->where, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NOCTTY, 0);
+    if (fd < 0)
+        return -1;
+    fd = move_high(fd);
+    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino) {
+        close(fd);
+        return -1;
+    }
+    s->fd = fd; // the old number is the program's now: never close it
+    return 0;
+}
+
+static int file_write(hl_sink_t* s, const void* buf, size_t len) {
+    if (check_fd(s) != 0) {
+        s->fd = -1; // not ours any more: never closed
+        return -ESTALE; // the front says the file went away
+    }
+    return (int)os_write_all(s->fd, buf, len);
+}
+
+static void file_close(hl_sink_t* s) {
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+// The child must not write into the parent's file: forget it (the fd closes with exec or stays
+// harmlessly open) and open its own on first use.
+static void file_after_fork(hl_sink_t* s) {
+    file_close(s);
+}
+
+const hl_sink_ops_t hl_sink_file = {
+    .what = "trace file",
+    .open = file_open,
+    .write = file_write,
+    .close = file_close,
+    .after_fork = file_after_fork,
+};

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+// stacks.h - backtraces interned once into a prefix tree of (return address, caller) nodes
+// (stacks.c); a stack is named by the id of its innermost node.
+#ifndef HL_STACKS_H
+#define HL_STACKS_H
+
+#include <stdint.h>
+
+#define HL_MAX_DEPTH 256 // frames a stack may have, whatever HEAPLENS_DEPTH asks
+
+// Intern ips (innermost first); 0 = no stack. node_of (may be NULL) receives, for each k, the
+// node of the stack made of frames k..n-1 (the callers' stacks), so they can be reused.
+uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of);
+// The stack made of `inner` (k frames, innermost first) called from the stack `base`:
+// interning only what changed. node_of as for stack_intern (entries 0..k-1).
+uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of);
+// A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
+int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
+void stacks_init(void);
+void stacks_lock(void); // around fork: no node is being made
+void stacks_unlock(void);
+
+#endif
