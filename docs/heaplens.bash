@@ -19,7 +19,7 @@ _heaplens() {
     done
     case $prev in
     -o | --output | --json | --html | --sarif | --suppressions | --collapsed | --flamegraph | \
-        --pprof | --massif | --sysroot | --debug-dir | --token)
+        --pprof | --massif | --sysroot | --debug-dir | --token | --remote-token)
         COMPREPLY=($(compgen -f -- "$cur"))
         return
         ;;
@@ -36,7 +36,7 @@ _heaplens() {
         --sysroot --debug-dir -q --quiet -h --help"
     local words
     case $cmd in
-    run) words="-o --output -d --depth --guard= --sample-interval= --no-follow --no-scan
+    run) words="-o --output -d --depth --guard= --sample-interval= --remote --remote-token --no-follow --no-scan
         --no-release-stacks $report --" ;;
     report) words="$report --summary --top --sort --histogram --timeline --threads --from --to
         --filter --buckets --collapsed --metric --flamegraph --pprof --massif" ;;

@@ -64,6 +64,15 @@ int sink_open(void) {
     if (hl_opt.remote[0]) {
         sink.ops = &hl_sink_socket;
         int rc = sink.ops->open(&sink, pid);
+        if (rc == 0) {
+            // The session index says where this image's trace went: '@' and the collector's
+            // address, which heaplens run reports on no further (a fall-back adds the file).
+            char note[HL_SINK_WHERE + 1] = "@";
+            size_t n = strnlen(sink.where, HL_SINK_WHERE - 1);
+            memcpy(note + 1, sink.where, n);
+            note[n + 1] = 0;
+            session_note(pid, (int)getppid(), note, 1);
+        }
         r = rc == 0 ? 0 : fall_back(pid, sink.failed_to, rc);
     } else {
         r = open_file(pid);

@@ -142,6 +142,38 @@ static int send_all(int fd, const void* buf, size_t len) {
     return 0;
 }
 
+// The collector's secret, from the file remote_token names, sent first as the line
+// "HEAPLENS-TOKEN <secret>\n" (heaplens server --token). The file must be the user's own and
+// closed to others, as the collector requires of its copy. 0 (nothing to send when no file is
+// named), or -errno with s->why saying what is wrong.
+#define HL_TOKEN_MAX 256
+static int send_token(hl_sink_t* s, int fd) {
+    if (!hl_opt.remote_token[0])
+        return 0;
+    char line[sizeof "HEAPLENS-TOKEN " + HL_TOKEN_MAX + 1] = "HEAPLENS-TOKEN ";
+    size_t at = sizeof "HEAPLENS-TOKEN " - 1;
+    int tf = (int)syscall(SYS_openat, AT_FDCWD, hl_opt.remote_token,
+                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (tf < 0 || fstat(tf, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 077)) {
+        if (tf >= 0)
+            close(tf);
+        s->why = "the token file must be a file of yours that nobody else may read";
+        return -EACCES;
+    }
+    ssize_t n = read(tf, line + at, HL_TOKEN_MAX);
+    close(tf);
+    while (n > 0 && (line[at + n - 1] == '\n' || line[at + n - 1] == '\r' || line[at + n - 1] == ' '))
+        n--;
+    if (n <= 0) {
+        s->why = "the token file is empty";
+        return -EINVAL;
+    }
+    line[at + (size_t)n] = '\n';
+    return send_all(fd, line, at + (size_t)n + 1);
+}
+
 static int socket_open(hl_sink_t* s, int pid) {
     (void)pid; // the collector names the trace: the stream's INFO says whose it is
     s->why = NULL;
@@ -162,6 +194,9 @@ static int socket_open(hl_sink_t* s, int pid) {
     if (rc == 0) {
         struct timeval tv = {.tv_sec = HL_SEND_TIMEOUT_S};
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        rc = send_token(s, fd);
+    }
+    if (rc == 0) {
         uint8_t header[HL_FILE_HEADER_SIZE];
         chunk_file_header(header);
         rc = send_all(fd, header, sizeof header);

@@ -147,9 +147,11 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
         return NULL;
     fprintf(f, "depth=%d:guard=%d:sample_ms=%d:no_follow=%d:scan=%d:release_stacks=%d", o->depth,
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
-    const char* names[] = {"output", "session"};
-    const char* values[] = {output, session};
-    for (int k = 0; k < 2; k++) {
+    const char* names[] = {"output", "session", "remote", "remote_token"};
+    const char* values[] = {output, session, o->remote, o->remote_token};
+    for (int k = 0; k < 4; k++) {
+        if (!values[k])
+            continue;
         fprintf(f, ":%s=", names[k]);
         for (const char* p = values[k]; *p; p++) {
             if (*p == ':' || *p == '\\')
@@ -278,6 +280,17 @@ int cmd_run(int argc, char** argv) {
             v = a + 2;
         else if (!strcmp(a, "--no-follow"))
             o.no_follow = 1;
+        else if ((v = cli_option_value(argc, argv, &i, "--remote", NULL)))
+            o.remote = v, v = NULL;
+        else if ((v = cli_option_value(argc, argv, &i, "--remote-token", NULL))) {
+            char* abs = realpath(v, NULL); // the agent opens it from the program's directory
+            if (!abs) {
+                cli_error("--remote-token %s: %s", v, strerror(errno));
+                return 2;
+            }
+            o.remote_token = abs;
+            v = NULL;
+        }
         else if (!strcmp(a, "--no-scan"))
             o.no_scan = 1;
         else if (!strcmp(a, "--no-release-stacks"))
@@ -305,6 +318,16 @@ int cmd_run(int argc, char** argv) {
     }
     if (i >= argc) {
         cli_error("run: which program? usage: heaplens run [options] -- PROGRAM [ARGS...]");
+        return 2;
+    }
+    if (o.remote && (o.report.json_path || o.report.html_path || o.report.sarif_path ||
+                     o.report.error_exitcode)) {
+        cli_error("run: with --remote the trace is the collector's: report there (heaplens "
+                  "report), not with --json, --html, --sarif or --error-exitcode here");
+        return 2;
+    }
+    if (o.remote_token && !o.remote) {
+        cli_error("run: --remote-token goes with --remote ADDR");
         return 2;
     }
     return cli_run_traced(o, argv + i, NULL, NULL);
@@ -468,6 +491,11 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     int has_errors = 0, report_failed = 0;
     if (root_failed) {
         report_failed = 1; // the agent's own line said which file and what went wrong
+    } else if (root_trace && root_trace[0] == '@') {
+        // The trace is the collector's: its host reports on it (heaplens report there).
+        if (!o.report.is_quiet)
+            fprintf(stderr, "==heaplens== %s: the trace went to the collector %s\n", prog,
+                    root_trace + 1);
     } else if (!root_trace) {
         cli_error("%s wrote no trace (set-user-ID programs ignore LD_PRELOAD; the agent may have "
                   "failed to start)", prog);

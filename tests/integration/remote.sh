@@ -249,4 +249,95 @@ else
     fail "host-side symbols: setup" "cannot build and strip a program"
 fi
 
+# ================================================================================================
+# heaplens run --remote: the program's trace goes to the collector, which keeps it as the trace
+# heaplens run would have written itself; the program's output and exit status as natively.
+summary_of() { # TRACE: the figures that must match between two traces of one deterministic run
+    "$HL" report -q --json - "$1" 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+t, l = j["totals"], j["leaks"]
+print(t["allocations"], t["frees"], t["bytes_allocated"], t["in_use_bytes"],
+      " ".join("%s=%d/%d" % (k, v["bytes"], v["blocks"]) for k, v in sorted(l.items())),
+      j["calls"]["malloc"], j["trace_complete"], j["scanned"], j["end"]["how"], j["end"]["value"])'
+}
+D=$WORK/run_remote
+mkdir -p "$D/out" && chmod 700 "$D"
+(cd "$D" && "$HL" run -q -o "$D/file.hl" -- "$PROGS/reach_list" >"$D/native.out" 2>/dev/null)
+want=$(summary_of "$D/file.hl")
+for kind in unix tcp; do
+    spec="unix:$D/c.sock"
+    [ $kind = tcp ] && spec=tcp:127.0.0.1:0
+    rm -f "$D"/out/*
+    if start_server "run_$kind" --listen "$spec" -o "$D/out" --count 1; then
+        (cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -o "$D/local.hl" --remote "$ADDR" -- "$PROGS/reach_list" >"$D/out.txt" 2>"$D/err.txt")
+        st=$?
+        wait "$SRV"
+        t=$(ls "$D"/out/heaplens.reach_list.*.hl 2>/dev/null | head -1)
+        if [ "$st" = 0 ] && cmp -s "$D/out.txt" "$D/native.out" && [ ! -e "$D/local.hl" ] &&
+            [ -n "$t" ] && [ "$(summary_of "$t")" = "$want" ]; then
+            pass "run --remote over $kind: the collector's trace reports as the file trace ($want)"
+        else
+            fail "run --remote over $kind" "status $st, trace '$t': '$(summary_of "$t")' vs '$want'; $(head -c 300 "$D/err.txt")"
+        fi
+        grep -q "the trace went to the collector $ADDR" "$D/err.txt" &&
+            pass "run --remote over $kind: says where the trace went" ||
+            fail "run --remote over $kind: where" "$(head -c 300 "$D/err.txt")"
+    else
+        fail "run --remote over $kind" "no collector: $(cat "$WORK/run_$kind.log.err")"
+    fi
+done
+
+# With a token: the collector keeps the trace only from a target that sends it.
+rm -f "$D"/out/*
+printf 's3cr3t-%s\n' "$RANDOM" >"$D/token" && chmod 600 "$D/token"
+if start_server run_token --listen tcp:127.0.0.1:0 -o "$D/out" --token "$D/token" --count 1 --duration 30; then
+    (cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -q --remote "$ADDR" -- "$PROGS/reach_list" >/dev/null 2>"$D/err0.txt")
+    (cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -q --remote "$ADDR" --remote-token "$D/token" -- "$PROGS/reach_list" >/dev/null 2>"$D/err1.txt")
+    wait "$SRV"
+    n=$(ls "$D"/out/heaplens.reach_list.*.hl* 2>/dev/null | wc -l)
+    t=$(ls "$D"/out/heaplens.reach_list.*.hl 2>/dev/null | head -1)
+    if [ "$n" = 1 ] && [ "$(summary_of "$t")" = "$want" ]; then
+        pass "run --remote-token: the collector keeps the trace sent with its secret, not the other"
+    else
+        fail "run --remote-token" "$n traces kept: $(ls "$D/out")"
+    fi
+else
+    fail "run --remote-token" "no collector"
+fi
+
+# The collector killed (SIGKILL) while a target streams to it: the target runs on unharmed,
+# one line, and the rest of its trace in a local file.
+rm -f "$D"/out/* "$D"/local.hl*
+(cd "$D" && "$PROGS/churn_random" >"$D/native2.out" 2>/dev/null)
+nst=$?
+if start_server killed --listen "unix:$D/k.sock" -o "$D/out"; then
+    (cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -q -o "$D/local.hl" --remote "$ADDR" -- "$PROGS/churn_random" >"$D/out2.txt" 2>"$D/err2.txt") &
+    run_pid=$!
+    sleep 0.15
+    kill -KILL "$SRV"
+    wait "$run_pid"
+    st=$?
+    if [ "$st" = "$nst" ] && cmp -s "$D/out2.txt" "$D/native2.out"; then
+        pass "collector killed mid-run: the program's exit status ($st) and output as natively"
+    else
+        fail "collector killed mid-run" "status $st (natively $nst)"
+    fi
+    # Whatever the kernel had taken into the socket's buffers before the kill is lost with the
+    # collector; a write that fails after it switches the rest to the local file, with one line.
+    if ! grep -q "collector" "$D/err2.txt"; then
+        pass "collector killed mid-run: every write had gone through (nothing to say)"
+    elif [ "$(grep -c . "$D/err2.txt")" = 1 ] && grep -q "tracing to $D/local.hl" "$D/err2.txt" && [ -s "$D/local.hl" ]; then
+        pass "collector killed mid-run: one line, the trace goes on in $D/local.hl"
+    else
+        fail "collector killed mid-run: fall-back" "$(head -c 300 "$D/err2.txt")"
+    fi
+else
+    fail "collector killed mid-run" "no collector"
+fi
+(cd "$D" && "$HL" run --remote unix:/nonexistent/x --json j.json -- "$PROGS/alloc_basic" >/dev/null 2>"$D/err3.txt")
+st=$?
+[ "$st" = 2 ] && [ "$(wc -l <"$D/err3.txt")" = 1 ] && pass "run --remote with --json: refused in one line" ||
+    fail "run --remote with --json" "status $st: $(cat "$D/err3.txt")"
+
 finish
