@@ -50,6 +50,7 @@ struct vg_report_s {
     size_t nleaks;
     md_kind_total_t kinds[HL_LEAK_COUNT], suppressed;
     uint64_t* supp_counts; // errors each suppression took
+    md_kind_total_t* supp_leaked; // the leaked bytes and blocks each suppression took
     const char* agent_path;
 };
 
@@ -328,8 +329,11 @@ static int gather_leaks(vg_report_t* r) {
         md_kind_total_t* t = l->supp >= 0 ? &r->suppressed : &r->kinds[l->kind];
         t->bytes += l->bytes;
         t->blocks += l->blocks;
-        if (l->supp >= 0 && r->o.leak_check == VG_LEAK_CHECK_FULL)
+        if (l->supp >= 0 && r->o.leak_check == VG_LEAK_CHECK_FULL) {
             r->supp_counts[l->supp]++;
+            r->supp_leaked[l->supp].bytes += l->bytes;
+            r->supp_leaked[l->supp].blocks += l->blocks;
+        }
     }
     return 0;
 }
@@ -366,7 +370,8 @@ vg_report_t* vg_report_new(report_ctx_t* c, const vg_opts_t* o) {
         r->o.num_callers = 1;
     r->agent_path = find_agent_path(r->m);
     r->supp_counts = calloc(vsupp_count(o->supp) + 1, sizeof *r->supp_counts);
-    if (!r->supp_counts || gather_errors(r) != 0 || gather_leaks(r) != 0) {
+    r->supp_leaked = calloc(vsupp_count(o->supp) + 1, sizeof *r->supp_leaked);
+    if (!r->supp_counts || !r->supp_leaked || gather_errors(r) != 0 || gather_leaks(r) != 0) {
         vg_report_free(r);
         return NULL;
     }
@@ -388,6 +393,7 @@ void vg_report_free(vg_report_t* r) {
     free(r->errs);
     free(r->leaks);
     free(r->supp_counts);
+    free(r->supp_leaked);
     free(r);
 }
 
@@ -610,11 +616,20 @@ void vg_report_text(FILE* out, const vg_report_t* r) {
                 pid, pid);
     }
     if (r->o.verbosity >= 2)
-        for (size_t i = 0; i < vsupp_count(r->o.supp); i++)
-            if (r->supp_counts[i])
-                fprintf(out, "--%ld-- used_suppression: %6llu %s %s\n", pid,
-                        (unsigned long long)r->supp_counts[i], vsupp_name(r->o.supp, i),
-                        vsupp_where(r->o.supp, i));
+        for (size_t i = 0; i < vsupp_count(r->o.supp); i++) {
+            if (!r->supp_counts[i])
+                continue;
+            fprintf(out, "--%ld-- used_suppression: %6llu %s %s", pid,
+                    (unsigned long long)r->supp_counts[i], vsupp_name(r->o.supp, i),
+                    vsupp_where(r->o.supp, i));
+            if (r->supp_leaked[i].blocks) { // as memcheck: what a leak suppression hid
+                char a[32], b[32];
+                report_commas(a, sizeof a, r->supp_leaked[i].bytes);
+                report_commas(b, sizeof b, r->supp_leaked[i].blocks);
+                fprintf(out, " suppressed: %s bytes in %s blocks", a, b);
+            }
+            fputc('\n', out);
+        }
     if (is_quiet)
         return;
     if (r->o.show_counts) {

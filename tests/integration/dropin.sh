@@ -200,8 +200,16 @@ kinds show_none --show-leak-kinds=none
 # -v says which suppressions were used, and how often
 printf '{\n   alpha\n   Memcheck:Leak\n   fun:malloc\n   fun:leak_alpha\n}\n' >"$T/alpha.supp"
 mc verbose -v --leak-check=full --suppressions="$T/alpha.supp"
-grep -qE '^--[0-9]+-- used_suppression: +1 alpha .*alpha.supp:2' "$T/verbose.err" &&
-    pass "-v: used_suppression: 1 alpha FILE:2, as memcheck says it" || fail verbose "$(grep -m3 used_supp "$T/verbose.err")"
+grep -qE '^--[0-9]+-- used_suppression: +1 alpha .*alpha.supp:2 suppressed: [0-9,]+ bytes in 1 blocks$' "$T/verbose.err" &&
+    pass "-v: used_suppression: 1 alpha FILE:2 suppressed: N bytes in 1 blocks, as memcheck says it" ||
+    fail verbose "$(grep -m3 used_supp "$T/verbose.err")"
+if [ $HAVE_VG = 1 ]; then
+    hl_used=$(sed -n 's/^--[0-9]*-- used_suppression: *//p' "$T/verbose.err")
+    vg_used=$(timeout -k 5 $TIMEOUT valgrind -v --leak-check=full --suppressions="$T/alpha.supp" "$MIXED" 2>&1 >/dev/null </dev/null |
+        sed -n 's/^--[0-9]*-- used_suppression: *//p')
+    [ -n "$hl_used" ] && [ "$hl_used" = "$vg_used" ] && pass "-v: the used_suppression line is memcheck's, word for word" ||
+        fail "-v: used_suppression line" "heaplens '$hl_used', memcheck '$vg_used'"
+fi
 
 # --trace-children: memcheck's report on an exec'd image with yes; with no (the default) the
 # program's report ends at its exec (no leak summary: it did not exit)
