@@ -10,6 +10,7 @@
 // edited by moving its pointers, never by freeing or growing what the program may own.
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "options.h"
 #include "stacks.h"
+#include "session.h"
 
 hl_options_t hl_opt = {
     .depth = 32,
@@ -32,6 +34,11 @@ hl_options_t hl_opt = {
 #define HL_HEADER_MIN_DEFAULT 256
 
 #define OPTIONS_VAR "HEAPLENS_OPTIONS"
+
+// LD_PRELOAD without the agent is written into the agent's own memory (the program's string is
+// never changed); one longer than this keeps the agent (scrub_environ says so). Two dozen
+// libraries by long paths fit.
+#define HL_PRELOAD_MAX 8192
 
 // One setting: its name in HEAPLENS_OPTIONS, and HEAPLENS_ + the name in capitals for its
 // variable of its own. Integers are kept within [lo, hi].
@@ -181,7 +188,7 @@ static int self_cb(struct dl_phdr_info* info, size_t size, void* arg) {
 // Is the entry (len bytes) of LD_PRELOAD the agent? The same file, or, for a name the loader
 // searched the library path for, the same file name.
 static int is_agent_entry(const self_file_t* self, const char* entry, size_t len) {
-    char path[4096];
+    char path[PATH_MAX];
     if (len >= sizeof path)
         return 0;
     memcpy(path, entry, len);
@@ -224,7 +231,7 @@ static int preload_without_agent(const self_file_t* self, const char* entry, cha
 // strings and their order; the array is only shortened in place (it may be the program's own),
 // and a changed LD_PRELOAD lives in the agent's memory, which stays mapped to the end.
 static void scrub_environ(void) {
-    static char preload[8192];
+    static char preload[HL_PRELOAD_MAX];
     if (!environ)
         return;
     self_file_t self = {0};
@@ -234,8 +241,10 @@ static void scrub_environ(void) {
         if (!strncmp(environ[i], "LD_PRELOAD=", 11))
             kept = preload_without_agent(&self, environ[i], preload, sizeof preload);
     if (kept == -1) {
-        // The children would load the agent; with its settings it knows not to trace them.
-        hl_log("LD_PRELOAD is too long to take the agent out of: it stays in the environment");
+        // The children load the agent then; with its settings it knows not to trace them, and
+        // only the run's first image says so.
+        if (!session_has_entries())
+            hl_log("LD_PRELOAD is too long to take the agent out of: it stays in the environment");
         return;
     }
     size_t out = 0;

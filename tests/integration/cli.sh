@@ -179,6 +179,15 @@ ok "a child under --no-follow: exactly the environment it has without heaplens" 
     "$(envdiff kids_plain.env kids_nofollow.env)" cmp -s kids_plain.env kids_nofollow.env
 ok "a child under --no-follow: not traced (one trace, the shell's)" "$(ls kids_nofollow)" \
     [ "$(ls kids_nofollow | wc -l)" = 1 ]
+# an LD_PRELOAD too long to rewrite in the agent's memory: it stays, with HEAPLENS_OPTIONS, so
+# the children's agents know not to trace; one line says so, from the program's agent only
+mkdir -p long
+LONG=$(printf 'libm.so.6:%.0s' $(seq 1000))
+got=$("${E[@]}" LD_PRELOAD="$LONG" "$HL" run -q --no-follow -o "$WORK/long/t.%p.hl" -- sh -c 'env | grep -c "^HEAPLENS_OPTIONS="; true' 2>long.err)
+ok "--no-follow, LD_PRELOAD too long to rewrite: kept, children untraced, one line" \
+    "$got; $(ls long | wc -l) traces; $(cat long.err)" \
+    bash -c "[ '$got' = 1 ] && [ \$(ls '$WORK/long' | wc -l) = 1 ] && [ \$(wc -l <'$WORK/long.err') = 1 ] &&
+        grep -q 'LD_PRELOAD is too long' '$WORK/long.err'"
 # the traced program's own reads of its variables, after the agent took its own out
 got=$("${E[@]}" "$HL" run -q --no-follow -o "$WORK/getenv.hl" -- sh -c 'echo "$A $B ${HEAPLENS_OPTIONS-unset} ${LD_PRELOAD-unset}"' 2>&1)
 ok "--no-follow: the program reads its own variables as before" "$got" [ "$got" = "1 x:y unset unset" ]

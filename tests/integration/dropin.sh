@@ -490,11 +490,14 @@ for t in ET.parse(files[0]).getroot().iter("Test"):
 print(" ".join(sorted(out)))
 EOF
 }
-# memcheck_project DIR COMMAND: configure and build tests/cmake_memcheck, then ctest -T memcheck
+# memcheck_project DIR COMMAND [CMAKE OPTIONS...]: configure and build tests/cmake_memcheck,
+# then ctest -T memcheck
 memcheck_project() {
-    mkdir -p "$1"
-    (cd "$1" && cmake -S "$ROOT/tests/cmake_memcheck" -B . -DMEMORYCHECK_COMMAND="$2" \
-        -DMEMORYCHECK_TYPE=Valgrind && make && timeout -k 5 300 ctest -T memcheck) >"$1.log" 2>&1
+    local dir=$1 cmd=$2
+    shift 2
+    mkdir -p "$dir"
+    (cd "$dir" && cmake -S "$ROOT/tests/cmake_memcheck" -B . -DMEMORYCHECK_COMMAND="$cmd" \
+        -DMEMORYCHECK_TYPE=Valgrind "$@" && make && timeout -k 5 300 ctest -T memcheck) >"$dir.log" 2>&1
 }
 if command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
     want="erring:FIM=2 leaky:Memory Leak=2 leaky:Potential Memory Leak=1"
@@ -510,6 +513,17 @@ if command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
     else
         skip ctest-vs-valgrind "valgrind is not installed"
     fi
+    # MEMORYCHECK_SUPPRESSIONS_FILE: CTest hands it over as --suppressions
+    printf '{\n   lose-one\n   Memcheck:Leak\n   ...\n   fun:lose_one\n}\n' >"$WORK/cmake.supp"
+    want="erring:FIM=2 leaky:Memory Leak=1 leaky:Potential Memory Leak=1"
+    memcheck_project "$WORK/cmake-hl-supp" "$HLM" -DMEMORYCHECK_SUPPRESSIONS_FILE="$WORK/cmake.supp"
+    got=$(defects "$WORK/cmake-hl-supp" 2>&1)
+    if [ $HAVE_VG = 1 ]; then
+        memcheck_project "$WORK/cmake-vg-supp" "$(command -v valgrind)" -DMEMORYCHECK_SUPPRESSIONS_FILE="$WORK/cmake.supp"
+        want=$(defects "$WORK/cmake-vg-supp" 2>&1)
+    fi
+    [ "$got" = "$want" ] && pass "ctest -T memcheck with MEMORYCHECK_SUPPRESSIONS_FILE: $got (as with valgrind)" ||
+        fail ctest-suppressions "got '$got', wanted '$want' (log: $(tail -5 "$WORK/cmake-hl-supp.log" | tr '\n' ' '))"
 else
     skip ctest "cmake or ctest is not installed"
 fi
