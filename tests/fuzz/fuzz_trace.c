@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+// fuzz_trace.c - libFuzzer target: any bytes as a trace, through everything that reads one.
+// The input is made a trace file in memory (a memfd, read by path as the CLI reads a file), then
+// loaded into a model, symbolized, aggregated and written in every report format (text, JSON,
+// SARIF, HTML, views, collapsed stacks, flame graph SVG, pprof, massif, Valgrind's text and XML)
+// to /dev/null; the CLI's own `report` (views in the JSON) and `diff` run on it too. A trace the
+// CLI refuses as corrupt gets no reports, as from the CLI.
+//
+// Two kinds of input, so that mutations reach the records and not only the framing:
+// - a file that starts with "HLTRACE\0" is the trace as it is (header, chunks, zstd, checksums);
+// - anything else is the records themselves: chunks of raw record bytes, each a varint length
+//   and its bytes (tests/fuzz/unpack.c makes these from real traces), which the target frames
+//   as the agent does: one zstd stream, a flushed part per chunk, each with its checksum. The
+//   diff's old side is then the trace of the first half of the chunks.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../../src/analyze/aggregate.h"
+#include "../../src/analyze/report.h"
+#include "../../src/analyze/report_html.h"
+#include "../../src/analyze/report_sarif.h"
+#include "../../src/analyze/report_valgrind.h"
+#include "../../src/common/checksum.h"
+#include "../../src/common/format.h"
+#include "../../src/common/varint.h"
+
+int LLVMFuzzerInitialize(int* argc, char*** argv);
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+int heaplens_main(int argc, char** argv); // src/cli/main.c, built with -Dmain=heaplens_main
+
+// Chunks of one input at most: the agent writes one per 8 ms, and more only repeat the framing.
+#define FZ_CHUNKS_MAX 64
+
+static FILE* devnull;
+static ZSTD_CCtx* zc;
+static uint8_t* stored; // one chunk's compressed bytes
+static size_t stored_cap;
+static suppressions_t* supp;
+static vsupp_t* vsupp;
+// Where the traces' modules are looked up: HEAPLENS_FUZZ_SYSROOT (tests/fuzz/run.sh makes one
+// holding the test programs alone), else nowhere. Symbolizing libc from its separate debug info
+// for every input would make the fuzzer a hundred times slower and test only libdw.
+static char* sysroot;
+
+typedef struct trace_file_s {
+    int fd;
+    char path[64];
+} trace_file_t;
+static trace_file_t traces[2]; // [0] the diff's old side, [1] the input's trace
+
+static int memfd(trace_file_t* t, const char* name) {
+    t->fd = memfd_create(name, MFD_CLOEXEC);
+    snprintf(t->path, sizeof t->path, "/proc/self/fd/%d", t->fd);
+    return t->fd;
+}
+
+// A small file of the given text, for the suppression loaders (they read paths).
+static const char* text_file(const char* name, const char* text) {
+    trace_file_t t;
+    if (memfd(&t, name) < 0 || write(t.fd, text, strlen(text)) != (ssize_t)strlen(text))
+        return NULL;
+    static char paths[2][64];
+    static int n;
+    char* p = paths[n++ & 1];
+    snprintf(p, 64, "%s", t.path);
+    return p;
+}
+
+int LLVMFuzzerInitialize(int* argc, char*** argv) {
+    (void)argc, (void)argv;
+    devnull = fopen("/dev/null", "w");
+    // The CLI's text goes to stdout: keep it out of the fuzzer's log. (Its one-line errors go
+    // to stderr; run the fuzzer with -close_fd_mask=2 to hide them.)
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0)
+        dup2(fd, 1);
+    zc = ZSTD_createCCtx();
+    if (!devnull || !zc || memfd(&traces[0], "old.hl") < 0 || memfd(&traces[1], "new.hl") < 0) {
+        fprintf(stderr, "fuzz_trace: cannot set up\n");
+        abort();
+    }
+    const char* root = getenv("HEAPLENS_FUZZ_SYSROOT");
+    sysroot = strdup(root && root[0] ? root : "/nonexistent");
+    char err[256];
+    const char* ls = text_file("leak.supp", "leak:main\nleak:*alloc*\nleak:libc.so*\n");
+    supp = ls ? suppressions_load(ls, err, sizeof err) : NULL;
+    const char* vs = text_file("vg.supp", "{\n  any-leak\n  Memcheck:Leak\n  match-leak-kinds: "
+                                          "definite,possible\n  ...\n  fun:main\n}\n");
+    vsupp = vs ? vsupp_load(NULL, vs, err, sizeof err) : NULL;
+    return 0;
+}
+
+static int put(int fd, const void* p, size_t n) {
+    return write(fd, p, n) == (ssize_t)n ? 0 : -1;
+}
+
+static void le32(uint8_t* p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int start_file(trace_file_t* t) {
+    uint8_t hdr[HL_FILE_HEADER_SIZE];
+    memcpy(hdr, HL_TRACE_MAGIC, 8);
+    le32(hdr + 8, HL_TRACE_VERSION);
+    le32(hdr + 12, 0);
+    return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? put(t->fd, hdr, sizeof hdr)
+                                                                       : -1;
+}
+
+// raw as the stream's next chunk of t's file (the frame's end with the last one).
+static int add_chunk(trace_file_t* t, const uint8_t* raw, size_t n, int is_last) {
+    size_t need = ZSTD_compressBound(n) + 64;
+    if (need > stored_cap) {
+        uint8_t* fresh = realloc(stored, need);
+        if (!fresh)
+            return -1;
+        stored = fresh;
+        stored_cap = need;
+    }
+    ZSTD_inBuffer in = {raw, n, 0};
+    ZSTD_outBuffer out = {stored, stored_cap, 0};
+    size_t left;
+    do {
+        left = ZSTD_compressStream2(zc, &out, &in, is_last ? ZSTD_e_end : ZSTD_e_flush);
+        if (ZSTD_isError(left) || (left && out.pos == out.size))
+            return -1;
+    } while (left);
+    uint8_t ch[HL_CHUNK_HEADER_SIZE];
+    le32(ch, HL_CHUNK_MAGIC);
+    le32(ch + 4, (uint32_t)out.pos);
+    le32(ch + 8, (uint32_t)n);
+    le32(ch + 12, hl_checksum32(raw, n));
+    return put(t->fd, ch, sizeof ch) || put(t->fd, stored, out.pos);
+}
+
+typedef struct span_s {
+    const uint8_t* p;
+    size_t n;
+} span_t;
+
+// The input's chunks: a varint length and as many bytes (fewer when the input ends first).
+static size_t split_chunks(const uint8_t* data, size_t size, span_t* out) {
+    size_t k = 0, at = 0;
+    while (at < size && k < FZ_CHUNKS_MAX) {
+        uint64_t len;
+        const uint8_t* p = data + at;
+        if (varint_get(&p, data + size, &len) != 0)
+            p = data + size, len = 0;
+        at = (size_t)(p - data);
+        size_t left = size - at;
+        if (len > left)
+            len = left;
+        if (len > HL_CHUNK_RAW_MAX)
+            len = HL_CHUNK_RAW_MAX;
+        out[k++] = (span_t){data + at, (size_t)len};
+        at += (size_t)len;
+    }
+    return k;
+}
+
+// The trace of chunks c[0..n) in t's file: one zstd stream, as the agent writes it.
+static int frame_trace(trace_file_t* t, const span_t* c, size_t n) {
+    ZSTD_CCtx_reset(zc, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, 1);
+    if (start_file(t) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (add_chunk(t, c[i].p, c[i].n, i + 1 == n) != 0)
+            return -1;
+    return 0;
+}
+
+static int raw_trace(trace_file_t* t, const uint8_t* data, size_t size) {
+    return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? put(t->fd, data, size)
+                                                                       : -1;
+}
+
+// Every report of one loaded trace, to /dev/null.
+static void reports(report_ctx_t* ctx, const char* path) {
+    report_opts_t ro = {
+        .show_kinds = 0x1f,
+        .max_records = 25,
+        .supp = supp,
+        .trace_path = path,
+        .exit_status = -1,
+    };
+    report_text(devnull, ctx, &ro);
+    report_json(devnull, ctx, &ro);
+    report_sarif(devnull, ctx, &ro, "fuzz");
+    char err[512];
+    report_html_trace(devnull, ctx, &ro, path, err, sizeof err);
+
+    aggregate_t a;
+    memset(&a, 0, sizeof a);
+    ag_opts_t ao = {.max_buckets = 50};
+    if (aggregate_build(&a, ctx, path, &ao, err, sizeof err) == 0) {
+        for (int metric = 0; metric < AG_METRIC_COUNT; metric++) {
+            ag_view_opts_t v = {1, 1, 1, 1, 5, metric};
+            ag_views_text(devnull, ctx, &a, &v);
+            ag_write_collapsed(devnull, ctx, &a, metric);
+            ag_write_flamegraph(devnull, ctx, &a, metric, "fuzz <&\">");
+        }
+        ag_view_opts_t v = {1, 1, 1, 1, 5, AG_METRIC_PEAK};
+        ag_views_json(devnull, ctx, &a, &v);
+        ag_write_pprof(devnull, ctx, &a);
+        ag_write_massif(devnull, ctx, &a);
+    }
+    aggregate_free(&a);
+    // A window and a filter: the pass's other branches.
+    memset(&a, 0, sizeof a);
+    ag_opts_t win = {.max_buckets = 7, .has_from = 1, .from_ns = 1000, .has_to = 1,
+                     .to_ns = 50000000, .filter = "alloc|main|^_Z"};
+    if (aggregate_build(&a, ctx, path, &win, err, sizeof err) == 0) {
+        ag_view_opts_t v = {1, 1, 1, 1, 3, AG_METRIC_LEAKED};
+        ag_views_text(devnull, ctx, &a, &v);
+        ag_write_massif(devnull, ctx, &a);
+    }
+    aggregate_free(&a);
+
+    vg_opts_t vo = {
+        .leak_check = VG_LEAK_CHECK_FULL,
+        .show_kinds = 0xf,
+        .error_kinds = 0x5,
+        .num_callers = 12,
+        .gen_suppressions = 1,
+        .verbosity = 2,
+        .show_counts = 1,
+        .supp = vsupp,
+        .exit_status = -1,
+        .tool_version = "heaplens fuzz",
+    };
+    vg_report_t* r = vg_report_new(ctx, &vo);
+    if (r) {
+        vg_report_text(devnull, r);
+        vg_report_xml(devnull, r);
+        vg_report_errors(r);
+        vg_report_free(r);
+    }
+}
+
+static void analyze(const char* path) {
+    model_t m;
+    int rc = model_load(&m, path);
+    if (rc == 0 && !m.read.is_corrupt) { // the CLI refuses a corrupt trace (cli_trace_open)
+        model_is_complete(&m);
+        model_incomplete_reason(&m);
+        report_ctx_t* ctx = report_ctx_new(&m, sysroot);
+        if (ctx) {
+            reports(ctx, path);
+            report_ctx_free(ctx);
+        }
+    }
+    model_free(&m);
+}
+
+static void cli(char** argv) {
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    heaplens_main(argc, argv);
+    fflush(stdout);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    int is_file = size >= 8 && memcmp(data, HL_TRACE_MAGIC, 8) == 0;
+    const char* old = traces[1].path;
+    if (is_file) {
+        if (raw_trace(&traces[1], data, size) != 0)
+            return 0;
+    } else {
+        span_t c[FZ_CHUNKS_MAX];
+        size_t n = split_chunks(data, size, c);
+        if (frame_trace(&traces[1], c, n) != 0)
+            return 0;
+        if (n >= 2 && frame_trace(&traces[0], c, n / 2) == 0)
+            old = traces[0].path;
+    }
+    const char* path = traces[1].path;
+    analyze(path);
+    cli((char*[]){"heaplens", "report", "-q", "--summary", "--top", "5", "--histogram",
+                  "--timeline", "--threads", "--json", "/dev/null", "--sysroot", sysroot, (char*)path,
+                  NULL});
+    cli((char*[]){"heaplens", "diff", "--json", "/dev/null", "--html", "/dev/null", "--sort",
+                  "peak", "--sysroot", sysroot, (char*)old, (char*)path, NULL});
+    return 0;
+}
