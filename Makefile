@@ -126,7 +126,7 @@ FUZZ_SECONDS  ?= 60
 SAN_FLAGS     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS   := -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-strict-aliasing $(SAN_FLAGS)
 FUZZ_OBJ      := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(ANALYZE_SRC) $(CLI_SRC))
-FUZZ_BIN      := $(BUILD)/fuzz/fuzz_trace $(BUILD)/fuzz/unpack
+FUZZ_BIN      := $(BUILD)/fuzz/fuzz_trace $(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack
 ASAN_BUILD    := $(BUILD)/asan
 ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_varint test_symbols
 SAN_DEB_PACKAGES := clang libclang-rt-14-dev
@@ -135,9 +135,10 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/fuzz/obj/cli/main.o: FUZZ_CFLAGS += -Dmain=heaplens_main
-$(BUILD)/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c $(FUZZ_OBJ) $(HEADERS)
+$(BUILD)/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c tests/fuzz/frame.h $(FUZZ_OBJ) $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
-$(BUILD)/fuzz/unpack: tests/fuzz/unpack.c $(HEADERS)
+# A trace's records out of it, and records made a trace (hostile traces for tests/integration).
+$(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack: $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/frame.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -o $@ $< -lzstd
 

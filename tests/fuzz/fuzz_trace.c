@@ -28,9 +28,7 @@
 #include "../../src/analyze/report_html.h"
 #include "../../src/analyze/report_sarif.h"
 #include "../../src/analyze/report_valgrind.h"
-#include "../../src/common/checksum.h"
-#include "../../src/common/format.h"
-#include "../../src/common/varint.h"
+#include "frame.h"
 
 int LLVMFuzzerInitialize(int* argc, char*** argv);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -40,9 +38,7 @@ int heaplens_main(int argc, char** argv); // src/cli/main.c, built with -Dmain=h
 #define FZ_CHUNKS_MAX 64
 
 static FILE* devnull;
-static ZSTD_CCtx* zc;
-static uint8_t* stored; // one chunk's compressed bytes
-static size_t stored_cap;
+static fr_writer_t framer;
 static suppressions_t* supp;
 static vsupp_t* vsupp;
 // Where the traces' modules are looked up: HEAPLENS_FUZZ_SYSROOT (tests/fuzz/run.sh makes one
@@ -82,8 +78,7 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0)
         dup2(fd, 1);
-    zc = ZSTD_createCCtx();
-    if (!devnull || !zc || memfd(&traces[0], "old.hl") < 0 || memfd(&traces[1], "new.hl") < 0) {
+    if (!devnull || memfd(&traces[0], "old.hl") < 0 || memfd(&traces[1], "new.hl") < 0) {
         fprintf(stderr, "fuzz_trace: cannot set up\n");
         abort();
     }
@@ -98,90 +93,8 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     return 0;
 }
 
-static int put(int fd, const void* p, size_t n) {
-    return write(fd, p, n) == (ssize_t)n ? 0 : -1;
-}
-
-static void le32(uint8_t* p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static int start_file(trace_file_t* t) {
-    uint8_t hdr[HL_FILE_HEADER_SIZE];
-    memcpy(hdr, HL_TRACE_MAGIC, 8);
-    le32(hdr + 8, HL_TRACE_VERSION);
-    le32(hdr + 12, 0);
-    return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? put(t->fd, hdr, sizeof hdr)
-                                                                       : -1;
-}
-
-// raw as the stream's next chunk of t's file (the frame's end with the last one).
-static int add_chunk(trace_file_t* t, const uint8_t* raw, size_t n, int is_last) {
-    size_t need = ZSTD_compressBound(n) + 64;
-    if (need > stored_cap) {
-        uint8_t* fresh = realloc(stored, need);
-        if (!fresh)
-            return -1;
-        stored = fresh;
-        stored_cap = need;
-    }
-    ZSTD_inBuffer in = {raw, n, 0};
-    ZSTD_outBuffer out = {stored, stored_cap, 0};
-    size_t left;
-    do {
-        left = ZSTD_compressStream2(zc, &out, &in, is_last ? ZSTD_e_end : ZSTD_e_flush);
-        if (ZSTD_isError(left) || (left && out.pos == out.size))
-            return -1;
-    } while (left);
-    uint8_t ch[HL_CHUNK_HEADER_SIZE];
-    le32(ch, HL_CHUNK_MAGIC);
-    le32(ch + 4, (uint32_t)out.pos);
-    le32(ch + 8, (uint32_t)n);
-    le32(ch + 12, hl_checksum32(raw, n));
-    return put(t->fd, ch, sizeof ch) || put(t->fd, stored, out.pos);
-}
-
-typedef struct span_s {
-    const uint8_t* p;
-    size_t n;
-} span_t;
-
-// The input's chunks: a varint length and as many bytes (fewer when the input ends first).
-static size_t split_chunks(const uint8_t* data, size_t size, span_t* out) {
-    size_t k = 0, at = 0;
-    while (at < size && k < FZ_CHUNKS_MAX) {
-        uint64_t len;
-        const uint8_t* p = data + at;
-        if (varint_get(&p, data + size, &len) != 0)
-            p = data + size, len = 0;
-        at = (size_t)(p - data);
-        size_t left = size - at;
-        if (len > left)
-            len = left;
-        if (len > HL_CHUNK_RAW_MAX)
-            len = HL_CHUNK_RAW_MAX;
-        out[k++] = (span_t){data + at, (size_t)len};
-        at += (size_t)len;
-    }
-    return k;
-}
-
-// The trace of chunks c[0..n) in t's file: one zstd stream, as the agent writes it.
-static int frame_trace(trace_file_t* t, const span_t* c, size_t n) {
-    ZSTD_CCtx_reset(zc, ZSTD_reset_session_and_parameters);
-    ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, 1);
-    if (start_file(t) != 0)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (add_chunk(t, c[i].p, c[i].n, i + 1 == n) != 0)
-            return -1;
-    return 0;
-}
-
-static int raw_trace(trace_file_t* t, const uint8_t* data, size_t size) {
-    return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? put(t->fd, data, size)
-                                                                       : -1;
+static int rewind_file(trace_file_t* t) {
+    return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? 0 : -1;
 }
 
 // Every report of one loaded trace, to /dev/null.
@@ -273,15 +186,18 @@ static void cli(char** argv) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int is_file = size >= 8 && memcmp(data, HL_TRACE_MAGIC, 8) == 0;
     const char* old = traces[1].path;
+    if (rewind_file(&traces[1]) != 0)
+        return 0;
     if (is_file) {
-        if (raw_trace(&traces[1], data, size) != 0)
+        if (fr_put(traces[1].fd, data, size) != 0)
             return 0;
     } else {
-        span_t c[FZ_CHUNKS_MAX];
-        size_t n = split_chunks(data, size, c);
-        if (frame_trace(&traces[1], c, n) != 0)
+        fr_span_t c[FZ_CHUNKS_MAX];
+        size_t n = fr_split(data, size, c, FZ_CHUNKS_MAX);
+        if (fr_trace(&framer, traces[1].fd, c, n) != 0)
             return 0;
-        if (n >= 2 && frame_trace(&traces[0], c, n / 2) == 0)
+        if (n >= 2 && rewind_file(&traces[0]) == 0 &&
+            fr_trace(&framer, traces[0].fd, c, n / 2) == 0)
             old = traces[0].path;
     }
     const char* path = traces[1].path;
