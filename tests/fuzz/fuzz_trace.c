@@ -90,6 +90,10 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     const char* vs = text_file("vg.supp", "{\n  any-leak\n  Memcheck:Leak\n  match-leak-kinds: "
                                           "definite,possible\n  ...\n  fun:main\n}\n");
     vsupp = vs ? vsupp_load(NULL, vs, err, sizeof err) : NULL;
+    if (!supp || !vsupp) { // the target would test less than it says
+        fprintf(stderr, "fuzz_trace: the suppressions do not load: %s\n", err);
+        abort();
+    }
     return 0;
 }
 

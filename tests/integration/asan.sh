@@ -62,8 +62,8 @@ done
 trace() {
     local name=$1 prog=$PROGS/$2
     [ -x "$prog" ] || { fail "run-$name" "$prog missing (make $BUILD/programs/$2)"; return 1; }
-    (cd "$WORK" && timeout $TIMEOUT "$BUILD/heaplens" run -q -o "$WORK/$name.hl" -- "$prog") \
-        >"$WORK/$name.run.log" 2>&1 </dev/null
+    { (cd "$WORK" && timeout $TIMEOUT "$BUILD/heaplens" run -q -o "$WORK/$name.hl" -- "$prog") \
+        >"$WORK/$name.run.log" 2>&1 </dev/null; } 2>/dev/null # (bash's word on exit_sigkill)
     [ -s "$WORK/$name.hl" ] || { fail "run-$name" "no trace: $(tail -2 "$WORK/$name.run.log" | tr '\n' ' ')"; return 1; }
 }
 
