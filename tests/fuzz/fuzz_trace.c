@@ -4,7 +4,9 @@
 // loaded into a model, symbolized, aggregated and written in every report format (text, JSON,
 // SARIF, HTML, views, collapsed stacks, flame graph SVG, pprof, massif, Valgrind's text and XML)
 // to /dev/null; the CLI's own `report` (views in the JSON) and `diff` run on it too. A trace the
-// CLI refuses as corrupt gets no reports, as from the CLI.
+// CLI refuses as corrupt gets no reports, as from the CLI. Every JSON document written (report,
+// views, SARIF, the CLI's report and diff) must be JSON in strict UTF-8 (json_check.h), or the
+// target stops as on a crash.
 //
 // Two kinds of input, so that mutations reach the records and not only the framing:
 // - a file that starts with "HLTRACE\0" is the trace as it is (header, chunks, zstd, checksums);
@@ -20,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "../../src/analyze/aggregate.h"
+#include "../../src/analyze/json_check.h"
 #include "../../src/analyze/report.h"
 #include "../../src/analyze/report_html.h"
 #include "../../src/analyze/report_sarif.h"
@@ -51,6 +55,7 @@ typedef struct trace_file_s {
     char path[64];
 } trace_file_t;
 static trace_file_t traces[2]; // [0] the diff's old side, [1] the input's trace
+static trace_file_t cli_json;  // the CLI's --json output
 
 static int memfd(trace_file_t* t, const char* name) {
     t->fd = memfd_create(name, MFD_CLOEXEC);
@@ -78,7 +83,8 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     int fd = open("/dev/null", O_WRONLY);
     if (fd >= 0)
         dup2(fd, 1);
-    if (!devnull || memfd(&traces[0], "old.hl") < 0 || memfd(&traces[1], "new.hl") < 0) {
+    if (!devnull || memfd(&traces[0], "old.hl") < 0 || memfd(&traces[1], "new.hl") < 0 ||
+        memfd(&cli_json, "out.json") < 0) {
         fprintf(stderr, "fuzz_trace: cannot set up\n");
         abort();
     }
@@ -101,6 +107,59 @@ static int rewind_file(trace_file_t* t) {
     return ftruncate(t->fd, 0) == 0 && lseek(t->fd, 0, SEEK_SET) == 0 ? 0 : -1;
 }
 
+static void must_be_json(const char* what, const char* buf, size_t len) {
+    json_check_t jc = {0};
+    if (json_check(buf, len, &jc) != 0) {
+        fprintf(stderr, "fuzz_trace: the %s is not JSON: %s at byte %zu of %zu\n", what, jc.error,
+                jc.error_at, len);
+        abort();
+    }
+}
+
+typedef void (*json_writer_t)(FILE* out, report_ctx_t* ctx, const report_opts_t* ro,
+                              const aggregate_t* a);
+
+// What fn writes, into memory and checked.
+static void json_of(const char* what, json_writer_t fn, report_ctx_t* ctx, const report_opts_t* ro,
+                    const aggregate_t* a) {
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* mem = open_memstream(&buf, &len);
+    if (!mem)
+        return;
+    fn(mem, ctx, ro, a);
+    if (fclose(mem) == 0)
+        must_be_json(what, buf, len);
+    free(buf);
+}
+
+static void w_report(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const aggregate_t* a) {
+    (void)a;
+    report_json(out, ctx, ro);
+}
+static void w_sarif(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const aggregate_t* a) {
+    (void)a;
+    report_sarif(out, ctx, ro, "fuzz");
+}
+static void w_views(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const aggregate_t* a) {
+    (void)ro;
+    ag_view_opts_t v = {1, 1, 1, 1, 5, AG_METRIC_PEAK};
+    fputs("{\"views\": true", out); // the keys come each after a comma
+    ag_views_json(out, ctx, a, &v);
+    fputs("}", out);
+}
+
+// The CLI's JSON output (cli_json's file), checked.
+static void cli_json_check(const char* what) {
+    struct stat st;
+    if (fstat(cli_json.fd, &st) != 0 || st.st_size == 0)
+        return; // not written: the CLI said why
+    char* buf = malloc((size_t)st.st_size);
+    if (buf && pread(cli_json.fd, buf, (size_t)st.st_size, 0) == st.st_size)
+        must_be_json(what, buf, (size_t)st.st_size);
+    free(buf);
+}
+
 // Every report of one loaded trace, to /dev/null.
 static void reports(report_ctx_t* ctx, const char* path) {
     report_opts_t ro = {
@@ -111,8 +170,8 @@ static void reports(report_ctx_t* ctx, const char* path) {
         .exit_status = -1,
     };
     report_text(devnull, ctx, &ro);
-    report_json(devnull, ctx, &ro);
-    report_sarif(devnull, ctx, &ro, "fuzz");
+    json_of("JSON report", w_report, ctx, &ro, NULL);
+    json_of("SARIF log", w_sarif, ctx, &ro, NULL);
     char err[512];
     report_html_trace(devnull, ctx, &ro, path, err, sizeof err);
 
@@ -126,8 +185,7 @@ static void reports(report_ctx_t* ctx, const char* path) {
             ag_write_collapsed(devnull, ctx, &a, metric);
             ag_write_flamegraph(devnull, ctx, &a, metric, "fuzz <&\">");
         }
-        ag_view_opts_t v = {1, 1, 1, 1, 5, AG_METRIC_PEAK};
-        ag_views_json(devnull, ctx, &a, &v);
+        json_of("views' JSON", w_views, ctx, &ro, &a);
         ag_write_pprof(devnull, ctx, &a);
         ag_write_massif(devnull, ctx, &a);
     }
@@ -206,10 +264,16 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const char* path = traces[1].path;
     analyze(path);
-    cli((char*[]){"heaplens", "report", "-q", "--summary", "--top", "5", "--histogram",
-                  "--timeline", "--threads", "--json", "/dev/null", "--sysroot", sysroot, (char*)path,
-                  NULL});
-    cli((char*[]){"heaplens", "diff", "--json", "/dev/null", "--html", "/dev/null", "--sort",
-                  "peak", "--sysroot", sysroot, (char*)old, (char*)path, NULL});
+    if (rewind_file(&cli_json) == 0) {
+        cli((char*[]){"heaplens", "report", "-q", "--summary", "--top", "5", "--histogram",
+                      "--timeline", "--threads", "--json", cli_json.path, "--sysroot", sysroot,
+                      (char*)path, NULL});
+        cli_json_check("report --json with views");
+    }
+    if (rewind_file(&cli_json) == 0) {
+        cli((char*[]){"heaplens", "diff", "--json", cli_json.path, "--html", "/dev/null", "--sort",
+                      "peak", "--sysroot", sysroot, (char*)old, (char*)path, NULL});
+        cli_json_check("diff --json");
+    }
     return 0;
 }
