@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trace fuzzer (fuzz_trace.c, under ASan+UBSan) for SECONDS, from a seed corpus of real
 # traces: a few test programs run under heaplens, each trace as its file and as its records.
-# No crash, leak, hang (10 s on one input) or RSS above 1 GiB: "1 passed"; else the finding's
+# No crash, leak, undefined behaviour, JSON output that is not JSON, hang (10 s on one input) or
+# RSS above 1 GiB: "1 passed"; else the finding's
 # kind, its reproducer and the sanitizer's summary: "1 failed". The corpus grows in BUILD/fuzz
 # from run to run.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS
@@ -59,7 +60,7 @@ rc=$?
 took=$(( $(date +%s) - start ))
 execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')
 if [[ $rc -eq 0 ]]; then
-    echo "PASS fuzz: ${execs:-?} traces in ${took} s, no crash, leak, hang or memory blow-up" \
+    echo "PASS fuzz: ${execs:-?} traces in ${took} s, no crash, leak, UB, bad JSON, hang or memory blow-up" \
          "(corpus $(ls "$CORPUS" | wc -l) inputs)"
     echo "1 passed, 0 failed"; exit 0
 fi
