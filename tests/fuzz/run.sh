@@ -2,9 +2,8 @@
 # The trace fuzzer (fuzz_trace.c, under ASan+UBSan) for SECONDS, from a seed corpus of real
 # traces: a few test programs run under heaplens, each trace as its file and as its records.
 # No crash, leak, undefined behaviour, JSON output that is not JSON, hang (10 s on one input) or
-# RSS above 1 GiB: "1 passed"; else the finding's
-# kind, its reproducer and the sanitizer's summary: "1 failed". The corpus grows in BUILD/fuzz
-# from run to run.
+# RSS above 1 GiB: "1 passed"; else the finding's kind, its reproducer and the sanitizer's
+# summary: "1 failed". The corpus grows in BUILD/fuzz from run to run.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS
 set -u
 BUILD="$1"; SECS="${2:-60}"
