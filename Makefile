@@ -22,7 +22,8 @@ PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUI
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
-.PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall
+.PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall \
+        fuzz asan-build check-asan deps-san
 all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
 
 help: ## list the targets
@@ -121,6 +122,45 @@ $(BUILD)/programs/foreign_static_pie: tests/programs/foreign_static_pie.c tests/
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -static-pie -o $@ $<
 
+# --- the analyzer under sanitizers: a fuzzer of traces, and the tests under ASan+UBSan ---------
+# clang's libFuzzer (libclang-rt-14-dev). The analyzer and the CLI are built again with coverage
+# and sanitizers; the CLI's main() becomes heaplens_main() so the target can run its commands.
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 60
+SAN_FLAGS     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-strict-aliasing $(SAN_FLAGS)
+FUZZ_OBJ      := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(ANALYZE_SRC) $(CLI_SRC))
+FUZZ_BIN      := $(BUILD)/fuzz/fuzz_trace $(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack
+ASAN_BUILD    := $(BUILD)/asan
+ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_varint test_symbols
+SAN_DEB_PACKAGES := clang libclang-rt-14-dev
+
+$(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -I$(BUILD)/gen -c $< -o $@
+$(BUILD)/fuzz/obj/cli/main.o: FUZZ_CFLAGS += -Dmain=heaplens_main
+$(BUILD)/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c tests/fuzz/frame.h $(FUZZ_OBJ) $(HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+# A trace's records out of it, and records made a trace (hostile traces for tests/integration).
+$(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack: $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/frame.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -o $@ $< -lzstd
+
+deps-san: ## install clang and its libFuzzer and sanitizer runtimes (as root, where missing)
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(SAN_DEB_PACKAGES)"
+
+fuzz: all $(PROGRAMS) $(FUZZ_BIN) ## fuzz the analyzer with traces under ASan+UBSan for FUZZ_SECONDS (60)
+	@tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
+# The same Makefile into $(ASAN_BUILD) with the same compiler, every compile and link under
+# the sanitizers.
+asan-build: ## the analyzer, the CLI and their unit tests under ASan+UBSan, in $(ASAN_BUILD)
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CC="$(CC) $(SAN_FLAGS)" \
+	    $(ASAN_BUILD)/heaplens $(addprefix $(ASAN_BUILD)/tests/,$(ASAN_TESTS))
+
+check-asan: all $(PROGRAMS) asan-build ## analyzer tests and every report format under ASan+UBSan
+	@tests/integration/asan.sh $(BUILD) $(ASAN_BUILD) $(ASAN_TESTS)
+
 unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 	@for t in $(UNIT_TESTS); do $(BUILD)/tests/$$t || exit 1; done
 
@@ -130,7 +170,7 @@ integration: all $(PROGRAMS) ## integration tests under the agent
 html-test: all $(PROGRAMS) ## the HTML report and diff in headless Chromium (SKIP without it)
 	@tests/integration/html.sh $(BUILD)
 
-check: deps all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) ## every test; ends "N passed, N failed"
+check: deps deps-san all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) asan-build $(FUZZ_BIN) ## every test; ends "N passed, N failed"
 	@tests/check.sh $(BUILD) $(UNIT_TESTS)
 
 demo: ## install what is missing, build, run heaplens on a leaking example

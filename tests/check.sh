@@ -65,6 +65,18 @@ echo "== harm (the program runs as natively: pthread_exit, ulimit -f, its descri
 out=$("$ROOT/tests/integration/harm.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" harm
 
+echo "== asan (the analyzer's tests and every report format under ASan+UBSan, damaged traces)"
+out=$("$ROOT/tests/integration/asan.sh" "$BUILD" "$BUILD/asan" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" asan
+echo "== hostile (traces past every bound, written record by record; the CLI's bad input)"
+out=$("$ROOT/tests/integration/hostile.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" hostile
+# CI (CI=true) fuzzes longer: it starts from no corpus, a developer's build keeps its own.
+secs=20; [[ -n "${CI:-}" ]] && secs=120
+echo "== fuzz (any bytes as a trace through every report under ASan+UBSan, $secs s)"
+out=$("$ROOT/tests/fuzz/run.sh" "$BUILD" "$secs" 2>&1); echo "$out"
+tally "$out" fuzz
+
 ACC="$ROOT/../shared/acceptance/run.sh"
 if [[ -x "$ACC" ]]; then
     echo "== acceptance ($ACC)"

@@ -218,9 +218,10 @@ static void on_stack(model_t* m, const rd_record_t* r) {
     uint32_t id = model_stack_ref(m, r->u[0]);
     if (!id)
         return;
-    md_stack_t* s = &m->stacks[id];
-    s->parent = model_stack_ref(m, r->u[1]);
-    s->ip = r->u[2];
+    // A parent the trace never defined gets its number here, which may move m->stacks.
+    uint32_t parent = model_stack_ref(m, r->u[1]);
+    m->stacks[id].parent = parent;
+    m->stacks[id].ip = r->u[2];
 }
 
 const md_stack_t* model_stack(model_t* m, uint32_t id) {

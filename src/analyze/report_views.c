@@ -278,7 +278,7 @@ void ag_views_json(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_vi
             json_site(out, c, s[i]);
         }
         fputs("\n  ]", out);
-        if (n > 0)
+        if (n >= 0) // with no site too: the array is allocated all the same
             free(s);
     }
     if (v->histogram) {

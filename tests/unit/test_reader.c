@@ -557,6 +557,35 @@ TEST(every_flipped_byte_is_caught) {
     }
 }
 
+// Found by the fuzzer: a STACK whose parent no record defined numbers the parent while it holds
+// the child's entry, and numbering it may move the array (the child's ip and parent were
+// written to freed memory, and lost).
+TEST(a_stack_under_an_undefined_parent_keeps_its_frame) {
+    buf_t* raw = new_buf();
+    ASSERT_TRUE(raw != NULL);
+    enum { N = 300 };
+    for (uint64_t i = 0; i < N; i++) // ids 1000, 1002, ...; parents 999, 1001, ... never defined
+        rec_stack(raw, 1000 + 2 * i, 999 + 2 * i, 0x4000 + 16 * i);
+    rec_end(raw, 5);
+    static uint8_t file[1 << 16];
+    size_t n = trace_file(file, sizeof file, raw);
+    free(raw);
+    ASSERT_TRUE(n > 0);
+    write_file(file, n);
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    int wrong = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        uint32_t id = model_stack_number(&m, 1000 + 2 * i);
+        uint32_t parent = model_stack_number(&m, 999 + 2 * i);
+        if (!id || !parent || m.stacks[id].ip != 0x4000 + 16 * i || m.stacks[id].parent != parent)
+            wrong++;
+    }
+    EXPECT_EQ_I(wrong, 0);
+    model_free(&m);
+}
+
 TEST(garbage_is_not_a_trace) {
     const char junk[] = "this is not a trace at all, just text\n";
     write_file((const uint8_t*)junk, sizeof junk);
@@ -582,6 +611,7 @@ int main(void) {
     RUN_TEST(free_explicit_before_and_after_its_site);
     RUN_TEST(every_truncation_is_reported_not_crashed);
     RUN_TEST(every_flipped_byte_is_caught);
+    RUN_TEST(a_stack_under_an_undefined_parent_keeps_its_frame);
     RUN_TEST(garbage_is_not_a_trace);
     unlink(tmp_path);
     return TEST_SUMMARY();
