@@ -15,7 +15,7 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -80,6 +80,11 @@ $(BUILD)/tests/test_heap_traced: tests/unit/test_heap_traced.c $(ANALYZE_OBJ) $(
 $(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
+
+# The agent loaded with dlopen in a child, its own malloc/free/_exit called; the trace read back.
+$(BUILD)/tests/test_agent_core: tests/unit/test_agent_core.c $(BUILD)/libheaplens.so $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -fno-omit-frame-pointer -Isrc/analyze -Itests -o $@ tests/unit/test_agent_core.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -lm
 
 $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)

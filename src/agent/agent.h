@@ -13,6 +13,19 @@
 
 struct ucontext_t;
 
+// Lock order. The agent's locks are spinlocks (sched_yield between tries) on agent memory;
+// a thread takes them only in this order, and holds none of them while it waits for another
+// thread (a full ring, a stopped world) except as said here:
+//   1. writer_lock (writer.c): the trace's encoder, sink and tables. Held by the writer for a
+//      pass, and by a program thread for a direct write (error, dlopen/dlclose, fork, exec,
+//      exit); the exit sequence and trace_begin_again stop the world while holding it.
+//   2. thread_lock (thread.c): the registry of threads and rings.
+//   3. live_lock_all (live_spill.c's shards and odd-block lock; the direct map has no lock).
+//   4. stacks_lock (stacks.c): a node being made.
+//   Leaves, under any of the above, taking nothing: the region directory's (live_regions.c),
+//   the range sets' (os.c).
+// fork takes 1-4 in order (agent_fork_prepare) so that the child finds none held half-way.
+
 // OFF until the first hook call (or the constructor), BOOTING while it sets up, ON while
 // tracing, DONE once the trace is finished (or tracing could not start).
 enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE = 4 };

@@ -50,6 +50,7 @@ typedef struct hl_ring_s {
     _Atomic int is_dead;    // owner exited; writer drains then recycles
     struct hl_ring_s* next; // registry list
     uint64_t known_ticks;   // writer's: the latest time known for this ring's events
+    uint32_t alloc_trace;   // writer's: the trace its latest ALLOC went to (a FREE_TEMP's site)
     uint32_t released_next; // owner's: count of released[] entries written
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];

@@ -17,6 +17,7 @@
 
 static hl_sink_t sink = {.fd = -1};
 static int has_failed;
+static int lost_error; // why the collector was lost (-errno)
 
 // strerror's text without its locale machinery (which may allocate).
 static const char* error_text(int err) {
@@ -91,8 +92,8 @@ int sink_write_chunk(const uint8_t* buf, size_t len) {
         return 0;
     if (sink.ops == &hl_sink_socket) {
         sink.ops->close(&sink);
-        sink.why = NULL;
-        return fall_back((int)getpid(), "write to", rc) == 0 ? HL_SINK_SWITCHED : -1;
+        lost_error = rc;
+        return HL_SINK_LOST;
     }
     if (rc == -ESTALE)
         hl_log("the trace file %s went away; tracing stops here, the program goes on", sink.where);
@@ -102,6 +103,30 @@ int sink_write_chunk(const uint8_t* buf, size_t len) {
                : rc == -EFBIG ? "file size limit reached"
                               : "I/O error");
     sink.ops->close(&sink);
+    has_failed = 1;
+    return -1;
+}
+
+int sink_fall_back(const char* cannot) {
+    char where[HL_SINK_WHERE];
+    memcpy(where, sink.where, sizeof where);
+    const char* why = error_text(-lost_error);
+    int pid = (int)getpid();
+    if (!cannot) {
+        int saved_errno = errno;
+        sink.ops = &hl_sink_file;
+        int rc = sink.ops->open(&sink, pid);
+        errno = saved_errno;
+        if (rc == 0) {
+            session_note(pid, (int)getppid(), sink.where, 1);
+            hl_log("the collector %s went away (%s): tracing to %s instead", where, why,
+                   sink.where);
+            return 0;
+        }
+        cannot = sink.why ? sink.why : error_text(-rc);
+    }
+    hl_log("the collector %s went away (%s) and %s; tracing stops here, the program goes on",
+           where, why, cannot);
     has_failed = 1;
     return -1;
 }

@@ -38,11 +38,14 @@ extern const hl_sink_ops_t hl_sink_socket; // sink_socket.c
 
 // The front (sink.c). The socket sink when HEAPLENS_REMOTE names a collector, else the file.
 int sink_open(void); // the sink and the trace's header: 0, or -1 (said why; tracing stops)
-// One framed chunk (chunk.c): 0; -1 when tracing stops (said why); or HL_SINK_SWITCHED: the
-// collector went away, the bytes now go to a new local file (said where), and the writer must
-// begin the trace again there (it is a new trace: the chunk given is not in it).
-#define HL_SINK_SWITCHED 1
+// One framed chunk (chunk.c): 0; -1 when tracing stops (said why); or HL_SINK_LOST: the
+// collector went away (nothing said yet), and the writer calls sink_fall_back.
+#define HL_SINK_LOST 1
 int sink_write_chunk(const uint8_t* buf, size_t len);
+// After HL_SINK_LOST, in one line: the trace goes on in a new local file (0: the caller begins
+// a new trace there), or, when `cannot` says why no new trace can begin or no file can be
+// made, tracing stops (-1).
+int sink_fall_back(const char* cannot);
 void sink_close(void);
 int sink_is_open(void);
 void sink_reset_after_fork(void);

@@ -212,6 +212,8 @@ static void ensure_thread(uint32_t index, int tid) {
 
 static uint32_t inherit_max_thread; // blocks of threads up to this index came from the parent
 static int is_begun_again;          // the trace goes on in a new sink: every live block is inherited
+static int is_discarding;           // the events drained now belong to the part that was lost
+static uint32_t trace_number = 1;   // this process's traces so far: a new one after a lost sink
 
 static void emit_inherited(const hl_block_t* b, void* arg) {
     (void)arg;
@@ -234,12 +236,10 @@ static void preamble(void) {
         return;
     need_preamble = 0;
     emit_info();
-    if (is_begun_again) {
+    if (is_begun_again) { // the world is stopped (trace_begin_again)
         modules_rewrite(&enc);
         inherit_max_thread = UINT32_MAX;
-        live_lock_all(); // the program runs on: its threads wait for the table a moment
         live_for_each(emit_inherited, NULL);
-        live_unlock_all();
         is_begun_again = 0;
     } else {
         modules_refresh(&enc);
@@ -283,6 +283,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
     }
     switch (ev->kind) {
     case EV_ALLOC:
+        r->alloc_trace = trace_number;
         ensure_stack(ev->aux);
         sites_note(ev->size, ev->aux);
         enc_tag(&enc, REC_ALLOC | (ev->fn & HL_REC_FN_MASK));
@@ -290,7 +291,9 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
         enc_u(&enc, ev->aux);
         break;
     case EV_FREE: {
-        if (ev->extra) { // its site is the one of this thread's latest ALLOC
+        // Its site is the one of this thread's latest ALLOC, when that went to this trace (not
+        // to the part lost before trace_begin_again).
+        if (ev->extra && r->alloc_trace == trace_number) {
             enc_tag(&enc, REC_FREE_TEMP | (ev->fn & HL_REC_FN_MASK));
             break;
         }
@@ -341,11 +344,14 @@ static inline int takes_two(const hl_event_t* ev) {
 
 // A full ring: the producer waits for the writer to drain it (rather than drop the event), and
 // never drains, compresses or writes on its own: the program's thread must not block on disk
-// or network inside malloc. The writer wakes waiters each time it hands ring space back.
+// or network inside malloc. The writer wakes waiters once a merge round has handed back all it
+// took (waking them at every partial hand-back cost a sleep and a wake per 256 events: cxx +12%
+// CPU).
 static _Atomic int drained;      // bumped by the writer when it hands space back
 static _Atomic int ring_waiters; // producers waiting on `drained`
 // A waiter looks again this often: a scan may ask it to park, or tracing may have stopped.
 #define HL_RING_WAIT_NS 1000000L
+#define HL_RING_SPINS 100 // yields before sleeping
 
 static void ring_space_given(void) {
     atomic_fetch_add_explicit(&drained, 1, memory_order_release);
@@ -430,10 +436,8 @@ static int drain_all(void) {
                 writer_flush_if_large_locked();
                 uint64_t was = pos[best];
                 pos[best] += 1 + two;
-                if ((was ^ pos[best]) & ~(HL_HAND_BACK - 1)) { // to a producer that may wait
+                if ((was ^ pos[best]) & ~(HL_HAND_BACK - 1)) // seen by a producer that looks
                     atomic_store_explicit(&r->tail, pos[best], memory_order_release);
-                    ring_space_given();
-                }
             } while (pos[best] != end[best] &&
                      (!others || (int64_t)(head_ticks(r, pos[best]) - next_t - slack) <= 0));
         }
@@ -478,6 +482,10 @@ static size_t chunk_fed; // raw bytes of the open chunk already handed to the si
 void writer_flush_if_large_locked(void) {
     if (enc.len < HL_FEED_BYTES)
         return;
+    if (is_discarding) { // trace_begin_again: these events have no trace to go to
+        enc.len = 0;
+        return;
+    }
     chunk_feed(enc.buf, enc.len);
     chunk_fed += enc.len;
     enc.len = 0;
@@ -505,9 +513,9 @@ static void flush_chunk(void) {
         chunk_feed(enc.buf, enc.len);
     const uint8_t* bytes;
     size_t len;
-    int switched = chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_SWITCHED;
+    int lost = chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_LOST;
     chunk_restart();
-    if (switched)
+    if (lost)
         trace_begin_again();
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;
@@ -698,7 +706,7 @@ void ring_wait_space(hl_ring_t* r) {
         atomic_store(&hl_phase, HL_DONE);
     }
     atomic_fetch_add(&ring_waiters, 1);
-    for (;;) {
+    for (int spins = 0;; spins++) {
         if (thread_self()->park_pending)
             scan_park_self(); // a scan waits for this thread; the writer waits for the scan
         int seen = atomic_load_explicit(&drained, memory_order_acquire);
@@ -712,23 +720,62 @@ void ring_wait_space(hl_ring_t* r) {
             continue;
         }
         writer_kick();
-        os_futex_wait(&drained, seen, HL_RING_WAIT_NS);
+        // The writer, on another CPU, frees space within microseconds: yielding finds it sooner
+        // than a sleep and a wake would; a writer that takes longer is waited for asleep.
+        if (spins < HL_RING_SPINS)
+            sched_yield();
+        else
+            os_futex_wait(&drained, seen, HL_RING_WAIT_NS);
     }
     atomic_fetch_sub(&ring_waiters, 1);
 }
 
-// The sink changed under the trace (sink.c: the collector went away, the bytes now go to a
-// local file): the new destination gets a trace of its own, from the start of a new stream,
-// which names every stack, thread, site and module again and begins with the blocks live now,
-// as a fork child's does. What the lost chunk held is not in it.
+#define HL_STOP_TRIES 8 // stops of the world trace_begin_again tries before it gives up
+
+// The collector went away (sink.c): the trace goes on in a local file, as a trace of its own
+// from the start of a new stream, which names every stack, thread, site and module again and
+// begins with the blocks live now (INHERIT, as a fork child's does); what the lost chunk held is
+// not in it. That snapshot must agree with the events that follow it, so it is taken with the
+// program's threads stopped, once every event they made is out of the rings: on the writer
+// thread only (a program thread flushing at fork, exec or exit cannot stop the others), and
+// only when every thread parked.
 static void trace_begin_again(void) {
-    chunk_restart_stream();
-    if (stack_emitted)
-        memset(stack_emitted, 0, stack_emitted_cap);
-    memset(thread_emitted, 0, sizeof thread_emitted);
-    sites_reset();
-    need_preamble = 1;
-    is_begun_again = 1;
+    if (os_gettid() != atomic_load(&writer_tid)) {
+        sink_fall_back("the trace cannot go on from this thread");
+        return;
+    }
+    // A thread that parked waiting for ring space holds an event not yet in its ring (its block
+    // already in the live table, or already out of it): once the rings are drained, it goes on,
+    // and the world is stopped again until no thread waits so.
+    for (int tries = 1;; tries++) {
+        int all = scan_stop_world();
+        int was = need_preamble;
+        need_preamble = 0;
+        is_discarding = 1;
+        drain_all(); // events made before the snapshot: they belong to the part that was lost
+        is_discarding = 0;
+        need_preamble = was;
+        if (all && !atomic_load(&ring_waiters))
+            break;
+        scan_resume_world();
+        if (!all || tries == HL_STOP_TRIES) {
+            sink_fall_back("not every thread could be stopped to begin a new trace");
+            return;
+        }
+    }
+    chunk_restart();
+    if (sink_fall_back(NULL) == 0) {
+        chunk_restart_stream();
+        if (stack_emitted)
+            memset(stack_emitted, 0, stack_emitted_cap);
+        memset(thread_emitted, 0, sizeof thread_emitted);
+        sites_reset();
+        trace_number++;
+        need_preamble = 1;
+        is_begun_again = 1;
+        preamble();
+    }
+    scan_resume_world();
 }
 
 void writer_flush_sync(void) {
