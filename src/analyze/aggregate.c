@@ -432,7 +432,10 @@ static void on_inherit(pass_t* p, const rd_record_t* r) {
 // The address map of the last scan: its verdicts, each a block with its address.
 static void on_verdict(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
-    if (r->u[0] >= HL_LEAK_COUNT || a->nexit_map >= AG_MAP_MAX)
+    if (r->u[0] >= HL_LEAK_COUNT)
+        return;
+    a->exit_map_total++;
+    if (a->nexit_map >= AG_MAP_MAX)
         return;
     ag_block_t* fresh = md_grow(a->exit_map, &a->exit_map_cap, a->nexit_map + 1, sizeof *fresh);
     if (!fresh) {
@@ -484,6 +487,7 @@ static int on_record(const rd_record_t* r, void* arg) {
     case REC_SCAN:
         a->has_exit_map = 1;
         a->nexit_map = 0; // a later scan supersedes an earlier one
+        a->exit_map_total = 0;
         break;
     case REC_VERDICT:
         on_verdict(p, r);

@@ -91,6 +91,7 @@ typedef struct aggregate_s {
     int has_exit_map;     // the trace has a scan: exit_map holds its verdicts' blocks
     ag_block_t* exit_map; // in the scan's order (address order), at most AG_MAP_MAX
     size_t nexit_map, exit_map_cap;
+    uint64_t exit_map_total; // blocks the last scan judged, kept in exit_map or not
 } aggregate_t;
 
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.

@@ -75,6 +75,18 @@ m = re.search(r'<script type="application/json" id="data">(.*?)</script>', page,
 if not m:
     print("no data element"); sys.exit(1)
 got = json.loads(m.group(1))
+# a page made from a trace names each frame once ("frames"); its stacks hold indices there
+frames = got.get("frames")
+if isinstance(frames, list):
+    for key in ("sites", "leak_records", "errors"):
+        for x in got.get(key) or []:
+            for s in ("stack", "alloc_stack", "release_stack"):
+                if isinstance(x.get(s), list):
+                    x[s] = [frames[f] if isinstance(f, int) else f for f in x[s]]
+# a capped list is the report's list cut at the count the page says it shows
+for key, cut in (("leak_records", "leak_records_cut"), ("errors", "errors_cut")):
+    if key in want and cut in got:
+        want[key] = want[key][:got[cut]["shown"]]
 # the page may carry more than the JSON report (views, address map); never less or different
 diff = [k for k in want if got.get(k) != want[k]]
 if diff:
