@@ -11,6 +11,7 @@
 #   DEPTH=N            heaplens -d (default 64: heaptrack's fixed unwind limit is 64 frames)
 #   VMEM_MB=N          virtual-memory cap for every traced run and analysis (default 4096)
 #   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
+#   SLOWEST=K          a traced run may take at most K times native (default 10; >= 30 s)
 #   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 churn_unique tree tree_paths cxx
 #                      python sqlite churn_mix cc1 procs make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
@@ -142,7 +143,7 @@ why() { # RESULTFILE STDERRFILE
         hint=$(grep -v -E "^==heaplens== +(ERROR SUMMARY|[a-z ]+:)" "$err" 2>/dev/null |
             grep -m1 -E "terminate called|Segmentation|Abort|rror|annot|failed|Killed|killed by" | tr '\t' ' ' | cut -c1-110)
     fi
-    if [ "$to" = 1 ]; then echo "timeout after ${timeout}s"
+    if [ "$to" = 1 ]; then echo "timeout after ${limit:-$timeout}s"
     elif [ "${sig:-0}" != 0 ]; then echo "killed by signal $sig${hint:+: $hint}"
     elif [ "$st" = 141 ]; then echo "SIGPIPE: its helper died${hint:+: $hint}"
     else echo "exit $st${hint:+: $hint}"; fi
@@ -150,30 +151,53 @@ why() { # RESULTFILE STDERRFILE
 ok_result() { grep -q 'status=0 signal=0 timeout=0' "$1"; }
 run_failed() { awk -F'\t' -v w="$1" -v t="$2" -v r="$3" '$1==w && $2==t && $3==r && $4=="run" && /\tfail=/ {f=1} END {exit !f}' "$raw"; }
 
+# A traced run may take at most SLOWEST times the native run of round 1 (at least MIN_LIMIT s,
+# at most TIMEOUT): a tool that is pathologically slow on one workload reads "timeout" there
+# instead of holding the whole bench for minutes; and one that timed out is not run again.
+SLOWEST=${SLOWEST:-10}
+MIN_LIMIT=30
+tool_limit() { # WORKLOAD TOOL -> seconds
+    local nat lim
+    nat=$(awk -F'\t' -v w="$1" '$1==w && $2=="native" && $3=="1" && $4=="run" && !/\tfail=/ {
+        for (i = 5; i <= NF; i++) if ($i ~ /^wall=/) { sub(/^wall=/, "", $i); print $i } }' "$raw" | head -1)
+    lim=$timeout
+    if [ "$2" != native ] && [ -n "$nat" ]; then
+        lim=$(awk -v n="$nat" -v k="$SLOWEST" -v lo=$MIN_LIMIT -v hi="$timeout" 'BEGIN {
+            x = n * k; if (x < lo) x = lo; if (x > hi) x = hi; printf "%d", x + 0.5 }')
+    fi
+    echo "$lim"
+}
+timed_out_before() { awk -F'\t' -v w="$1" -v t="$2" '$1==w && $2==t && $4=="run" && /fail=timeout/ {f=1} END {exit !f}' "$raw"; }
+
 run_tool() { # WORKLOAD TOOL ROUND
-    local w=$1 tool=$2 r=$3 dir=$B/runs/$1 in cmd res err out
+    local w=$1 tool=$2 r=$3 dir=$B/runs/$1 in cmd res err out limit
     in=$(wl_stdin "$w"); cmd=$(wl_cmd "$w")
     local prog=${cmd%% *}
     if [ -z "$cmd" ] || [ ! -x "$(command -v "$prog" 2>/dev/null)" ] || [ ! -r "$in" ]; then
         record "$w" "$tool" "$r" run "fail=workload not available (${prog:-unknown name}${in:+, stdin $in})"
         return
     fi
+    if timed_out_before "$w" "$tool"; then
+        record "$w" "$tool" "$r" run "fail=timeout in an earlier round: not run again"
+        return
+    fi
+    limit=$(tool_limit "$w" "$tool")
     res=$dir/$tool.r$r.res; err=$dir/$tool.r$r.err; out=$dir/$tool.r$r.out
     rm -f "$res"
     wl_prepare "$w" || { record "$w" "$tool" "$r" run "fail=cannot prepare the workload"; return; }
     case $tool in
     native)
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -- $cmd ;;
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -- $cmd ;;
     heaptrack)
         [ $have_ht = 1 ] || { record "$w" "$tool" "$r" run "fail=heaptrack not installed"; return; }
         rm -f "$dir/ht.r$r".*
         # Helper runs in the measured tree: heaptrack (a shell script) + heaptrack_interpret.
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -v "$vmem" -- \
             heaptrack -o "$dir/ht.r$r" $cmd ;;
     heaplens)
         [ -x "$heaplens" ] || { record "$w" "$tool" "$r" run "fail=$heaplens not built"; return; }
         rm -f "$dir/hl.r$r".*
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -v "$vmem" -- \
             "$heaplens" run -q -d "$depth" ${HEAPLENS_ARGS:-} -o "$dir/hl.r$r.hl" -- $cmd ;;
     esac
     if [ ! -s "$res" ]; then record "$w" "$tool" "$r" run "fail=measure produced no result"; return; fi
