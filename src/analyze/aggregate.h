@@ -125,6 +125,8 @@ uint64_t ag_site_metric(const ag_site_t* s, int metric);
 // Kept sites with a non-zero metric (or any activity when all is set), best first; returns the
 // count, *out malloc'd (caller frees), or -ENOMEM.
 long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out);
+// The same, the first k only (in n log k): *out malloc'd (caller frees), count or -ENOMEM.
+long ag_top_sites(const aggregate_t* a, int metric, size_t k, const ag_site_t*** out);
 
 // Histogram bucket bounds: [lo, hi) in bytes.
 void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);

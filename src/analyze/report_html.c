@@ -104,18 +104,18 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
     long nbytes = 0;
     for (int m = 0; m < AG_METRIC_COUNT; m++) {
         const ag_site_t** v;
-        long n = ag_sorted_sites(a, m, &v);
+        long n = ag_top_sites(a, m, HTML_SITES_PER_METRIC, &v);
         if (n < 0) {
             free(chosen);
             free(by_bytes);
             return -ENOMEM;
         }
-        for (long i = 0; i < n && i < HTML_SITES_PER_METRIC; i++)
+        for (long i = 0; i < n; i++)
             chosen[v[i] - a->sites] = 1;
         if (m == AG_METRIC_BYTES) {
             by_bytes = v;
             nbytes = n;
-        } else if (n > 0) {
+        } else {
             free(v);
         }
     }
@@ -168,8 +168,7 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
     }
     (void)total;
     free(chosen);
-    if (nbytes > 0)
-        free(by_bytes);
+    free(by_bytes);
     return 0;
 }
 
