@@ -141,12 +141,11 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
     fputs("\n  ]", out);
     ag_site_t rest;
     memset(&rest, 0, sizeof rest);
-    size_t nrest = 0, total = 0;
+    size_t nrest = 0;
     for (size_t i = 0; i < a->nsites; i++) {
         const ag_site_t* s = &a->sites[i];
         if (!s->is_kept || !(s->allocations || s->frees || s->leaked_blocks))
             continue;
-        total++;
         if (chosen[i] == 2)
             continue;
         nrest++;
@@ -166,7 +165,6 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
         json_site_metrics(cut, &rest);
         fputc('}', cut);
     }
-    (void)total;
     free(chosen);
     free(by_bytes);
     return 0;
