@@ -11,7 +11,7 @@
 #   DEPTH=N            heaplens -d (default 64: heaptrack's fixed unwind limit is 64 frames)
 #   VMEM_MB=N          virtual-memory cap for every traced run and analysis (default 4096)
 #   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
-#   SLOWEST=K          a traced run may take at most K times native (default 10; >= 30 s)
+#   SLOWEST=K          a traced run may take at most K times native (default 40; >= 30 s)
 #   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 churn_unique tree tree_paths cxx
 #                      python sqlite churn_mix cc1 procs make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
@@ -154,7 +154,7 @@ run_failed() { awk -F'\t' -v w="$1" -v t="$2" -v r="$3" '$1==w && $2==t && $3==r
 # A traced run may take at most SLOWEST times the native run of round 1 (at least MIN_LIMIT s,
 # at most TIMEOUT): a tool that is pathologically slow on one workload reads "timeout" there
 # instead of holding the whole bench for minutes; and one that timed out is not run again.
-SLOWEST=${SLOWEST:-10}
+SLOWEST=${SLOWEST:-40}
 MIN_LIMIT=30
 tool_limit() { # WORKLOAD TOOL -> seconds
     local nat lim
