@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/run.sh BUILD_DIR [--quick] - heaplens against native and heaptrack on seven workloads.
+# bench/run.sh BUILD_DIR [--quick] - heaplens against native and heaptrack on twelve workloads.
 # Builds the workloads into BUILD_DIR/bench/, runs native / heaptrack / heaplens in alternation
 # (3 rounds, 1 with --quick), then analyses one round's traces with `heaplens report` and
-# `heaptrack_print`. Prints one table per workload and writes bench/results/latest.md.
+# `heaptrack_print`, and times heaplens's JSON and HTML reports of the same traces. Prints one
+# table per workload and writes bench/results/latest.md.
 # A tool that fails on a workload gets "failed (reason)" in its cells; the script goes on.
 # Environment knobs (all optional):
 #   ROUNDS=N           rounds per workload (default 3, 1 with --quick)
 #   DEPTH=N            heaplens -d (default 64: heaptrack's fixed unwind limit is 64 frames)
 #   VMEM_MB=N          virtual-memory cap for every traced run and analysis (default 4096)
 #   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
-#   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 tree cxx python sqlite churn_mix;
-#                      also tree_paths, not in the default set)
+#   SLOWEST=K          a traced run may take at most K times native (default 40; >= 30 s)
+#   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 churn_unique tree tree_paths cxx
+#                      python sqlite churn_mix cc1 procs make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
 set -u
@@ -33,7 +35,8 @@ mkdir -p "$B" "$root/bench/results" || exit 1
 if [ $quick = 1 ]; then rounds=${ROUNDS:-1}; timeout=${TIMEOUT:-120}; else rounds=${ROUNDS:-3}; timeout=${TIMEOUT:-300}; fi
 depth=${DEPTH:-64}
 vmem=${VMEM_MB:-4096}
-workloads=${WORKLOADS:-churn_deep churn_deep2 tree cxx python sqlite churn_mix}
+workloads=${WORKLOADS:-churn_deep churn_deep2 churn_unique tree tree_paths cxx python sqlite churn_mix cc1 procs make}
+nprocs=500 # programs procs.sh starts: its row also reads in ms per process
 log() { printf '%s\n' "$*" >&2; }
 
 # --- build the workloads: -O2 -g, no frame pointers (the tracers must unwind with CFI) -------
@@ -52,6 +55,22 @@ build_one "$B/churn_deep" "$here/churn_deep.c" $CC $NOFP -pthread
 build_one "$B/churn_mix" "$here/churn_mix.c" $CC $NOFP
 build_one "$B/tree" "$here/tree.c" $CC $NOFP
 build_one "$B/cxx" "$here/cxx.cc" $CXX $NOFP
+build_one "$B/churn_unique" "$here/churn_unique.c" $CC $NOFP
+build_one "$B/tiny_malloc" "$here/tiny_malloc.c" $CC $NOFP
+# The compiler workload: gcc's own cc1 -O2 on a generated ~30k-line file (same bytes every run).
+cc1=$($CC -print-prog-name=cc1 2>/dev/null)
+csrc=$B/cc1_30k.c
+if [ ! -s "$csrc" ] || [ "$here/gen_c.py" -nt "$csrc" ]; then
+    python3 "$here/gen_c.py" 30000 >"$csrc.tmp" && mv "$csrc.tmp" "$csrc" || { log "bench: cannot generate $csrc"; rm -f "$csrc" "$csrc.tmp"; }
+fi
+# The build workload: `make -j2` of this project in a fresh copy (made before each run, untimed).
+snap=$B/make_src
+rm -rf "$snap" && mkdir -p "$snap" &&
+    if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+        git -C "$root" archive HEAD | tar -x -C "$snap"
+    else
+        tar -C "$root" --exclude=./build --exclude=./.git -cf - . | tar -x -C "$snap"
+    fi || { log "bench: cannot copy the project for the make workload"; rm -rf "$snap"; }
 sql=$B/sqlite_200k.sql
 if [ ! -s "$sql" ] || [ "$here/gen_sql.py" -nt "$sql" ]; then
     python3 "$here/gen_sql.py" 200000 >"$sql.tmp" && mv "$sql.tmp" "$sql" || { log "bench: cannot generate $sql"; rm -f "$sql" "$sql.tmp"; }
@@ -70,7 +89,11 @@ wl_desc() {
     churn_deep) echo "1M malloc/free pairs from 50 call sites, each 15-25 frames deep (unique paths), 1 thread" ;;
     churn_deep2) echo "churn_deep in 2 threads, 1M pairs PER THREAD (2M total; compare cost per allocation)" ;;
     tree) echo "build + tear down a 2M-node binary tree of small strings, iteratively (~6.3M allocations, 3 call paths)" ;;
-    tree_paths) echo "the same tree built and torn down by recursion: every node on its own call path (2M distinct stacks)" ;;
+    tree_paths) echo "tree --recursive: the same tree built and torn down by recursion, every node on its own call path (2M distinct stacks)" ;;
+    churn_unique) echo "200k malloc/free pairs, each at the end of a random walk through 5 mutually recursive functions, 15-25 frames deep (every stack different)" ;;
+    cc1) echo "gcc's cc1 -O2 on a generated $(wc -l <"$csrc" 2>/dev/null || echo '?')-line C file (bench/gen_c.py)" ;;
+    procs) echo "a shell script starting $nprocs short programs (/bin/true and bench/tiny_malloc.c), one after the other" ;;
+    make) echo "make -j2 of this project in a fresh copy (heaplens follows every child; heaptrack traces make itself)" ;;
     cxx) echo "C++ std::map/std::string/std::vector churn (~3.7M allocations)" ;;
     python) echo "CPython $($py -c 'import platform; print(platform.python_version())' 2>/dev/null) running bench/alloc_heavy.py (dict/list/string churn)" ;;
     sqlite) echo "sqlite3 :memory: inserting 200k rows, SQL script on stdin (~7.6M allocations)" ;;
@@ -88,6 +111,16 @@ wl_cmd() {
     python) echo "$py $here/alloc_heavy.py" ;;
     sqlite) echo "$sqlite :memory:" ;;
     churn_mix) echo "$B/churn_mix" ;;
+    churn_unique) echo "$B/churn_unique" ;;
+    cc1) [ -n "$cc1" ] && [ -s "$csrc" ] && echo "$cc1 -quiet -O2 $csrc -o /dev/null" ;;
+    procs) echo "/bin/sh $here/procs.sh $B/tiny_malloc $nprocs" ;;
+    make) [ -d "$snap" ] && echo "make -s -j2 -C $B/make_run" ;;
+    esac
+}
+# Untimed set-up before each run of a workload.
+wl_prepare() {
+    case $1 in
+    make) rm -rf "$B/make_run" && cp -a "$snap" "$B/make_run" ;;
     esac
 }
 
@@ -110,7 +143,7 @@ why() { # RESULTFILE STDERRFILE
         hint=$(grep -v -E "^==heaplens== +(ERROR SUMMARY|[a-z ]+:)" "$err" 2>/dev/null |
             grep -m1 -E "terminate called|Segmentation|Abort|rror|annot|failed|Killed|killed by" | tr '\t' ' ' | cut -c1-110)
     fi
-    if [ "$to" = 1 ]; then echo "timeout after ${timeout}s"
+    if [ "$to" = 1 ]; then echo "timeout after ${limit:-$timeout}s"
     elif [ "${sig:-0}" != 0 ]; then echo "killed by signal $sig${hint:+: $hint}"
     elif [ "$st" = 141 ]; then echo "SIGPIPE: its helper died${hint:+: $hint}"
     else echo "exit $st${hint:+: $hint}"; fi
@@ -118,29 +151,53 @@ why() { # RESULTFILE STDERRFILE
 ok_result() { grep -q 'status=0 signal=0 timeout=0' "$1"; }
 run_failed() { awk -F'\t' -v w="$1" -v t="$2" -v r="$3" '$1==w && $2==t && $3==r && $4=="run" && /\tfail=/ {f=1} END {exit !f}' "$raw"; }
 
+# A traced run may take at most SLOWEST times the native run of round 1 (at least MIN_LIMIT s,
+# at most TIMEOUT): a tool that is pathologically slow on one workload reads "timeout" there
+# instead of holding the whole bench for minutes; and one that timed out is not run again.
+SLOWEST=${SLOWEST:-40}
+MIN_LIMIT=30
+tool_limit() { # WORKLOAD TOOL -> seconds
+    local nat lim
+    nat=$(awk -F'\t' -v w="$1" '$1==w && $2=="native" && $3=="1" && $4=="run" && !/\tfail=/ {
+        for (i = 5; i <= NF; i++) if ($i ~ /^wall=/) { sub(/^wall=/, "", $i); print $i } }' "$raw" | head -1)
+    lim=$timeout
+    if [ "$2" != native ] && [ -n "$nat" ]; then
+        lim=$(awk -v n="$nat" -v k="$SLOWEST" -v lo=$MIN_LIMIT -v hi="$timeout" 'BEGIN {
+            x = n * k; if (x < lo) x = lo; if (x > hi) x = hi; printf "%d", x + 0.5 }')
+    fi
+    echo "$lim"
+}
+timed_out_before() { awk -F'\t' -v w="$1" -v t="$2" '$1==w && $2==t && $4=="run" && /fail=timeout/ {f=1} END {exit !f}' "$raw"; }
+
 run_tool() { # WORKLOAD TOOL ROUND
-    local w=$1 tool=$2 r=$3 dir=$B/runs/$1 in cmd res err out
+    local w=$1 tool=$2 r=$3 dir=$B/runs/$1 in cmd res err out limit
     in=$(wl_stdin "$w"); cmd=$(wl_cmd "$w")
     local prog=${cmd%% *}
     if [ -z "$cmd" ] || [ ! -x "$(command -v "$prog" 2>/dev/null)" ] || [ ! -r "$in" ]; then
         record "$w" "$tool" "$r" run "fail=workload not available (${prog:-unknown name}${in:+, stdin $in})"
         return
     fi
+    if timed_out_before "$w" "$tool"; then
+        record "$w" "$tool" "$r" run "fail=timeout in an earlier round: not run again"
+        return
+    fi
+    limit=$(tool_limit "$w" "$tool")
     res=$dir/$tool.r$r.res; err=$dir/$tool.r$r.err; out=$dir/$tool.r$r.out
     rm -f "$res"
+    wl_prepare "$w" || { record "$w" "$tool" "$r" run "fail=cannot prepare the workload"; return; }
     case $tool in
     native)
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -- $cmd ;;
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -- $cmd ;;
     heaptrack)
         [ $have_ht = 1 ] || { record "$w" "$tool" "$r" run "fail=heaptrack not installed"; return; }
         rm -f "$dir/ht.r$r".*
         # Helper runs in the measured tree: heaptrack (a shell script) + heaptrack_interpret.
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -v "$vmem" -- \
             heaptrack -o "$dir/ht.r$r" $cmd ;;
     heaplens)
         [ -x "$heaplens" ] || { record "$w" "$tool" "$r" run "fail=$heaplens not built"; return; }
-        rm -f "$dir/hl.r$r.hl"
-        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$timeout" -v "$vmem" -- \
+        rm -f "$dir/hl.r$r".*
+        "$B/measure" -r "$res" -i "$in" -o "$out" -e "$err" -t "$limit" -v "$vmem" -- \
             "$heaplens" run -q -d "$depth" ${HEAPLENS_ARGS:-} -o "$dir/hl.r$r.hl" -- $cmd ;;
     esac
     if [ ! -s "$res" ]; then record "$w" "$tool" "$r" run "fail=measure produced no result"; return; fi
@@ -186,6 +243,18 @@ analyze() { # WORKLOAD ROUND: heaptrack_print and heaplens report on this round'
             "$heaplens" report "$trace"
         fail=""; ok_result "$res" || fail=$(why "$res" "$err")
         record "$w" heaplens "$r" analyze $(tr ' ' '\t' <"$res") ${fail:+"fail=$fail"}
+        # The machine report and the page of the same trace, each timed on its own (-q: without
+        # the text report the plain run above times).
+        local fmt file
+        for fmt in json html; do
+            file=$dir/hl_report.$fmt; rm -f "$file"
+            "$B/measure" -r "$res" -o /dev/null -e "$err" -t "$timeout" -v "$vmem" -- \
+                "$heaplens" report -q --$fmt "$file" "$trace"
+            fail=""; ok_result "$res" || fail=$(why "$res" "$err")
+            record "$w" heaplens "$r" "report_$fmt" $(tr ' ' '\t' <"$res") \
+                "bytes=$(stat -c %s "$file" 2>/dev/null || echo 0)" ${fail:+"fail=$fail"}
+            [ "${KEEP:-0}" = 1 ] || rm -f "$file"
+        done
     fi
 }
 
@@ -197,7 +266,7 @@ log "bench: $(echo $workloads | wc -w) workloads x $rounds round(s); heaplens -d
 for w in $workloads; do
     dir=$B/runs/$w
     rm -rf "$dir"; mkdir -p "$dir"
-    record "$w" - - desc "desc=$(wl_desc "$w")"
+    record "$w" - - desc "desc=$(wl_desc "$w")" $([ $w = procs ] && echo "procs=$nprocs")
     tools=(native heaptrack heaplens)
     for ((r = 1; r <= rounds; r++)); do
         # Alternate, and rotate the order each round so no tool always runs first.
@@ -207,7 +276,7 @@ for w in $workloads; do
             run_tool "$w" "$t" "$r"
         done
         if [ $r = 1 ]; then analyze "$w" 1; fi
-        [ "${KEEP:-0}" = 1 ] || rm -f "$dir"/ht.r"$r".* "$dir"/hl.r"$r".hl
+        [ "${KEEP:-0}" = 1 ] || rm -f "$dir"/ht.r"$r".* "$dir"/hl.r"$r".*
     done
 done
 elapsed=$(($(date +%s) - start))

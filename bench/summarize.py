@@ -10,7 +10,7 @@ raw_path, md_path, meta_s = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.arg
 meta = dict(kv.split("=", 1) for kv in meta_s.split())
 TOOLS = ("native", "heaptrack", "heaplens")
 
-order, desc, runs, analysis = [], {}, {}, {}
+order, desc, runs, analysis, reports, nprocs = [], {}, {}, {}, {}, {}
 for line in open(raw_path):
     parts = line.rstrip("\n").split("\t")
     if len(parts) < 4:
@@ -25,6 +25,10 @@ for line in open(raw_path):
         order.append(w)
     if phase == "desc":
         desc[w] = kv.get("desc", "")
+        if "procs" in kv:
+            nprocs[w] = int(kv["procs"])
+    elif phase.startswith("report_"):
+        reports[(w, phase[len("report_"):])] = kv
     elif phase == "run":
         runs.setdefault((w, tool), []).append(kv)
     elif phase == "analyze":
@@ -109,6 +113,8 @@ for w in order:
         allocs, src = S["heaplens"]["allocs"], "heaplens report"
 
     def over(t):
+        if w in nprocs and nat is not None and t is not None:  # a cost per process, not per call
+            return "%.2f ms/proc" % ((t - nat) / nprocs[w] * 1e3)
         if allocs and nat is not None and t is not None:
             return "%.0f ns" % ((t - nat) / allocs * 1e9)
         return "-"
@@ -204,7 +210,7 @@ mhead = ["workload", "peak RSS native", "peak RSS heaptrack (incl. interpret)", 
 notes = """Notes:
 - Ratios are of median wall times over %(rounds)s round(s); tools ran in alternation, order rotated each round.
 - overhead share = (heaplens - native) / (heaptrack - native): heaplens's time above native as a share of heaptrack's.
-- overhead/alloc = (tool median - native median) / allocation calls (as counted by heaptrack_print, else heaplens); wall time, so for churn_deep2 (2 threads, 1M pairs each) it is per allocation across both threads.
+- overhead/alloc = for procs, (tool median - native median) / programs started, in ms per process; elsewhere (tool median - native median) / allocation calls (as counted by heaptrack_print, else heaplens); wall time, so for churn_deep2 (2 threads, 1M pairs each) it is per allocation across both threads.
 - Depth: heaplens run -d %(depth)s; heaptrack has no depth option, it unwinds at most 64 frames (Trace::MAX_SIZE), a couple of them its own.
 - heaplens runs with its defaults otherwise (guard bytes, leak scan at exit, 10 ms sampling); heaptrack_print with its defaults.
 - Peak RSS (largest proc) = getrusage(RUSAGE_CHILDREN).ru_maxrss: the largest single process in the measured tree. For heaptrack the tree holds the heaptrack shell script, the traced program and heaptrack_interpret, so it can be the helper's RSS. Tree sum = sampled (25 ms) sum over the live tree.
@@ -213,6 +219,35 @@ notes = """Notes:
 - Load average before / after the run: %(load0)s / %(load1)s (2-core machine; other jobs running at the same time skew all three tools).""" % dict(load0=meta.get("load0", "?"), load1=meta.get("load1", "?"),
     rounds=meta.get("rounds", "?"), depth=meta.get("depth", "?"), vmem_mb=meta.get("vmem_mb", "?"),
     timeout=meta.get("timeout", "?"))
+
+# heaplens's reports of round 1's trace: text (the plain `heaplens report`), JSON and HTML.
+rhead = ["workload", "trace (.hl)", "text report", "JSON report", "JSON/text time", "JSON size",
+         "HTML page", "HTML size", "HTML peak RSS"]
+rrows = []
+for w in order:
+    t = analysis.get((w, "heaplens"))
+    if t is None:
+        continue
+    def rep(fmt):
+        a = reports.get((w, fmt))
+        if a is None:
+            return None
+        return a
+    j, h = rep("json"), rep("html")
+    tt = float(t["wall"]) if "wall" in t and "fail" not in t else None
+    def tcell(a):
+        if a is None:
+            return "not run"
+        if "fail" in a:
+            return "failed (%s)" % a["fail"][:50]
+        return secs(float(a["wall"]))
+    jr = "-"
+    if j is not None and "fail" not in j and tt:
+        jr = ratio(float(j["wall"]), tt)
+    S_hl = summary(w, "heaplens")
+    rrows.append((w, size(S_hl["trace"]) if S_hl["n"] else "-", secs(tt), tcell(j), jr,
+                  size(j.get("bytes")) if j else "-", tcell(h), size(h.get("bytes")) if h else "-",
+                  kb(int(h["maxrss_kb"])) if h and "maxrss_kb" in h else "-"))
 
 w_ = [max(len(str(x[i])) for x in rows + [shead]) for i in range(len(shead))]
 print("\n".join(text_out))
@@ -224,6 +259,11 @@ w2 = [max(len(str(x[i])) for x in mrows + [mhead]) for i in range(len(mhead))]
 for r_ in [mhead] + mrows:
     print("   " + "  ".join(str(c).ljust(w2[i]) for i, c in enumerate(r_)))
 print()
+if rrows:
+    w3 = [max(len(str(x[i])) for x in rrows + [rhead]) for i in range(len(rhead))]
+    for r_ in [rhead] + rrows:
+        print("   " + "  ".join(str(c).ljust(w3[i]) for i, c in enumerate(r_)))
+    print()
 print(notes)
 
 with open(md_path, "w") as f:
@@ -235,5 +275,10 @@ with open(md_path, "w") as f:
     f.write("\n| " + " | ".join(mhead) + " |\n|" + "---|" * len(mhead) + "\n")
     for r_ in mrows:
         f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")
+    if rrows:
+        f.write("\nheaplens's reports of round 1's trace (`heaplens report`, `report -q --json`, `report -q --html`):\n\n")
+        f.write("| " + " | ".join(rhead) + " |\n|" + "---|" * len(rhead) + "\n")
+        for r_ in rrows:
+            f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")
     f.write("\n" + notes + "\n\n## Per workload\n\n" + "\n".join(md_out) + "\n")
 print("bench: wrote %s" % md_path, file=sys.stderr)

@@ -106,6 +106,56 @@ long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out) {
     return n;
 }
 
+// The best k by a bounded heap (worst of the k on top): n log k, not n log n, which counts when
+// every one of millions of allocations has its own stack and a page wants the top 500.
+static int site_before(const ag_site_t* x, const ag_site_t* y, int metric) {
+    sort_metric = metric;
+    return cmp_sites(&x, &y) < 0;
+}
+
+static void top_sift_down(const ag_site_t** h, size_t n, size_t i, int metric) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i; // w: the worst of i and its children
+        if (l < n && site_before(h[w], h[l], metric))
+            w = l;
+        if (r < n && site_before(h[w], h[r], metric))
+            w = r;
+        if (w == i)
+            return;
+        const ag_site_t* t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+long ag_top_sites(const aggregate_t* a, int metric, size_t k, const ag_site_t*** out) {
+    const ag_site_t** h = calloc(k + 1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < a->nsites && k > 0; i++) {
+        const ag_site_t* s = &a->sites[i];
+        if (!s->is_kept || ag_site_metric(s, metric) == 0)
+            continue;
+        if (n < k) {
+            h[n++] = s; // sift up
+            for (size_t j = n - 1; j > 0 && site_before(h[(j - 1) / 2], h[j], metric); j = (j - 1) / 2) {
+                const ag_site_t* t = h[j];
+                h[j] = h[(j - 1) / 2];
+                h[(j - 1) / 2] = t;
+            }
+        } else if (site_before(s, h[0], metric)) {
+            h[0] = s;
+            top_sift_down(h, n, 0, metric);
+        }
+    }
+    sort_metric = metric;
+    qsort(h, n, sizeof *h, cmp_sites);
+    *out = h;
+    return (long)n;
+}
+
 void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi) {
     if (k <= 0) {
         *lo = 0;
@@ -432,7 +482,10 @@ static void on_inherit(pass_t* p, const rd_record_t* r) {
 // The address map of the last scan: its verdicts, each a block with its address.
 static void on_verdict(pass_t* p, const rd_record_t* r) {
     aggregate_t* a = p->a;
-    if (r->u[0] >= HL_LEAK_COUNT || a->nexit_map >= AG_MAP_MAX)
+    if (r->u[0] >= HL_LEAK_COUNT)
+        return;
+    a->exit_map_total++;
+    if (a->nexit_map >= AG_MAP_MAX)
         return;
     ag_block_t* fresh = md_grow(a->exit_map, &a->exit_map_cap, a->nexit_map + 1, sizeof *fresh);
     if (!fresh) {
@@ -484,6 +537,7 @@ static int on_record(const rd_record_t* r, void* arg) {
     case REC_SCAN:
         a->has_exit_map = 1;
         a->nexit_map = 0; // a later scan supersedes an earlier one
+        a->exit_map_total = 0;
         break;
     case REC_VERDICT:
         on_verdict(p, r);

@@ -91,6 +91,7 @@ typedef struct aggregate_s {
     int has_exit_map;     // the trace has a scan: exit_map holds its verdicts' blocks
     ag_block_t* exit_map; // in the scan's order (address order), at most AG_MAP_MAX
     size_t nexit_map, exit_map_cap;
+    uint64_t exit_map_total; // blocks the last scan judged, kept in exit_map or not
 } aggregate_t;
 
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.
@@ -124,6 +125,8 @@ uint64_t ag_site_metric(const ag_site_t* s, int metric);
 // Kept sites with a non-zero metric (or any activity when all is set), best first; returns the
 // count, *out malloc'd (caller frees), or -ENOMEM.
 long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out);
+// The same, the first k only (in n log k): *out malloc'd (caller frees), count or -ENOMEM.
+long ag_top_sites(const aggregate_t* a, int metric, size_t k, const ag_site_t*** out);
 
 // Histogram bucket bounds: [lo, hi) in bytes.
 void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);

@@ -25,6 +25,13 @@ typedef struct report_opts_s {
     size_t nchildren;
     int exit_status;         // from waitpid, -1 unknown
     int exit_signal;         // 0 none
+    // JSON only. Stacks written through this table (json_frames.h) when set; each report
+    // otherwise makes its own, inline. The HTML page's data passes one that writes indices.
+    struct json_frames_s* frames;
+    size_t max_json_records; // leak records written, 0: all (the rest summed in leak_records_cut)
+    size_t max_json_errors;  // heap errors written, 0: all (the rest counted in errors_cut)
+    // HTML only: a pass already made over the whole trace (no window, no filter), or NULL.
+    const struct aggregate_s* aggregate;
 } report_opts_t;
 
 // Symbolized frames of a stack, built once per stack and cached in the report context.

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "json_frames.h"
 #include "report.h"
 #include "report_html.h"
 
@@ -71,64 +72,198 @@ int report_html(FILE* out, const char* json_text, size_t json_len) {
     return ferror(out) ? -1 : 0;
 }
 
-#define HTML_MAX_SITES 20000  // the page merges small frames anyway; this bounds the file
+// What the page carries at most. A person reads the biggest sites and leaks, not the 200,000th;
+// a browser opens a page of a few MB in a second, not one of 100 MB. Past these the page says
+// what it left out and how much of the totals that was; `report --json` keeps everything.
+#define HTML_SITES_PER_METRIC 500  // the top sites by each of the 5 metrics: at most 2500
+#define HTML_MAX_LEAK_RECORDS 1000 // the biggest, in the order of the text report
+#define HTML_MAX_ERRORS 500        // the page lists the first 500 (report.html)
+#define HTML_MAX_MAP_BLOCKS 50000  // of the address map at exit, the lowest addresses
 
-// "address_map": {"exit": [[addr, size, state], ...]}: the blocks of the last scan with its
-// verdicts (at most AG_MAP_MAX, the lowest addresses). No map without a scan: the trace tells
-// where blocks lay only in its verdicts, and the page says so when the key is missing.
-static void json_address_map(FILE* out, const aggregate_t* a) {
-    if (!a->has_exit_map)
-        return;
-    fputs(",\n  \"address_map\": {\"exit\": [", out);
-    for (size_t i = 0; i < a->nexit_map; i++) {
-        const ag_block_t* b = &a->exit_map[i];
-        const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
-        fprintf(out, "%s[%llu, %llu, \"%s\"]", i ? ", " : "", (unsigned long long)b->addr,
-                (unsigned long long)b->size, state);
-    }
-    fputs("]}", out);
+#define U(x) ((unsigned long long)(x))
+
+static void json_site_metrics(FILE* out, const ag_site_t* s) {
+    fprintf(out,
+            "\"allocations\": %llu, \"bytes\": %llu, \"frees\": %llu, \"peak_bytes\": %llu, "
+            "\"peak_blocks\": %llu, \"leaked_bytes\": %llu, \"leaked_blocks\": %llu, "
+            "\"temporary\": %llu, \"temporary_bytes\": %llu",
+            U(s->allocations), U(s->bytes), U(s->frees), U(s->peak_bytes), U(s->peak_blocks),
+            U(s->leaked_bytes), U(s->leaked_blocks), U(s->temporary), U(s->temporary_bytes));
 }
 
-int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
-                      char* err, size_t errlen) {
-    aggregate_t a;
-    memset(&a, 0, sizeof a);
-    ag_opts_t ao;
-    memset(&ao, 0, sizeof ao);
-    int rc = aggregate_build(&a, ctx, trace, &ao, err, errlen);
-    if (rc != 0)
-        return rc;
-    char* buf = NULL;
-    size_t len = 0;
-    FILE* mem = open_memstream(&buf, &len);
-    if (!mem) {
-        aggregate_free(&a);
-        snprintf(err, errlen, "out of memory");
+// "sites": the union of the top HTML_SITES_PER_METRIC by each metric (the flame graph and the
+// top table can switch metric and still see the biggest), by bytes first; their stacks name
+// frames of the "frames" array. What is left out goes to "cut": {"sites": {...}}, summed, so
+// the page can still show every total (as one "cut" frame of the flame graph).
+static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_frames_t* ft,
+                      FILE* cut) {
+    char* chosen = calloc(a->nsites + 1, 1);
+    if (!chosen)
+        return -ENOMEM;
+    const ag_site_t** by_bytes = NULL;
+    long nbytes = 0;
+    for (int m = 0; m < AG_METRIC_COUNT; m++) {
+        const ag_site_t** v;
+        long n = ag_top_sites(a, m, HTML_SITES_PER_METRIC, &v);
+        if (n < 0) {
+            free(chosen);
+            free(by_bytes);
+            return -ENOMEM;
+        }
+        for (long i = 0; i < n; i++)
+            chosen[v[i] - a->sites] = 1;
+        if (m == AG_METRIC_BYTES) {
+            by_bytes = v;
+            nbytes = n;
+        } else {
+            free(v);
+        }
+    }
+    fprintf(out, ",\n  \"sites_sort\": \"%s\",\n  \"sites\": [", ag_metric_name(AG_METRIC_BYTES));
+    size_t shown = 0;
+    // sites with bytes, biggest first; then chosen ones without (leaked or temporary only
+    // in a window cannot be, but a zero-byte site can have allocations)
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < (pass ? a->nsites : (size_t)nbytes); i++) {
+            const ag_site_t* s = pass ? &a->sites[i] : by_bytes[i];
+            size_t k = (size_t)(s - a->sites);
+            if (chosen[k] != 1)
+                continue;
+            chosen[k] = 2; // written
+            fputs(shown++ ? ",\n    " : "\n    ", out);
+            fprintf(out, "{\"stack_id\": %u, ", s->stack);
+            json_site_metrics(out, s);
+            fputs(", \"stack\": ", out);
+            json_frames_stack(out, ft, c, s->stack);
+            fputc('}', out);
+        }
+    }
+    fputs("\n  ]", out);
+    ag_site_t rest;
+    memset(&rest, 0, sizeof rest);
+    size_t nrest = 0;
+    for (size_t i = 0; i < a->nsites; i++) {
+        const ag_site_t* s = &a->sites[i];
+        if (!s->is_kept || !(s->allocations || s->frees || s->leaked_blocks))
+            continue;
+        if (chosen[i] == 2)
+            continue;
+        nrest++;
+        rest.allocations += s->allocations;
+        rest.bytes += s->bytes;
+        rest.frees += s->frees;
+        rest.peak_bytes += s->peak_bytes;
+        rest.peak_blocks += s->peak_blocks;
+        rest.leaked_bytes += s->leaked_bytes;
+        rest.leaked_blocks += s->leaked_blocks;
+        rest.temporary += s->temporary;
+        rest.temporary_bytes += s->temporary_bytes;
+    }
+    if (nrest) {
+        fprintf(cut, "%s\"sites\": {\"shown\": %zu, \"sites\": %zu, \"per_metric\": %d, ",
+                ftell(cut) ? ", " : "", shown, nrest, HTML_SITES_PER_METRIC);
+        json_site_metrics(cut, &rest);
+        fputc('}', cut);
+    }
+    free(chosen);
+    free(by_bytes);
+    return 0;
+}
+
+// "address_map": {"exit": [[addr, size, state], ...]}: the blocks of the last scan with its
+// verdicts (the lowest addresses, at most HTML_MAX_MAP_BLOCKS). No map without a scan: the
+// trace tells where blocks lay only in its verdicts, and the page says so when the key is
+// missing.
+static void json_address_map(FILE* out, const aggregate_t* a, FILE* cut) {
+    if (!a->has_exit_map)
+        return;
+    size_t n = a->nexit_map < HTML_MAX_MAP_BLOCKS ? a->nexit_map : HTML_MAX_MAP_BLOCKS;
+    fputs(",\n  \"address_map\": {\"exit\": [", out);
+    for (size_t i = 0; i < n; i++) {
+        const ag_block_t* b = &a->exit_map[i];
+        const char* state = b->kind == HL_LEAK_REACHABLE ? "live" : hl_leak_kind_name(b->kind);
+        fprintf(out, "%s[%llu, %llu, \"%s\"]", i ? ", " : "", U(b->addr), U(b->size), state);
+    }
+    fputs("]}", out);
+    if (a->exit_map_total > n)
+        fprintf(cut, "%s\"address_map\": {\"shown\": %zu, \"blocks\": %llu}",
+                ftell(cut) ? ", " : "", n, U(a->exit_map_total - n));
+}
+
+// The page's data: report_json's object (leak records and errors capped), reopened before its
+// closing brace for the views, the frame table and what was cut.
+static int page_json(FILE* mem, char** buf, size_t* len, report_ctx_t* ctx,
+                     const report_opts_t* ro, const aggregate_t* a) {
+    json_frames_t* ft = json_frames_new(1);
+    char* cutbuf = NULL;
+    size_t cutlen = 0;
+    FILE* cut = open_memstream(&cutbuf, &cutlen);
+    if (!ft || !cut) {
+        json_frames_free(ft);
+        if (cut)
+            fclose(cut);
+        free(cutbuf);
         return -ENOMEM;
     }
-    rc = report_json(mem, ctx, ro);
+    report_opts_t po = *ro;
+    po.frames = ft;
+    po.max_json_records = HTML_MAX_LEAK_RECORDS;
+    po.max_json_errors = HTML_MAX_ERRORS;
+    int rc = report_json(mem, ctx, &po);
     if (fflush(mem) != 0)
         rc = -EIO;
-    // report_json's object, reopened before its closing brace for the views' keys
-    size_t end = len;
-    while (end > 0 && buf[end - 1] != '}')
+    size_t end = *len;
+    while (end > 0 && (*buf)[end - 1] != '}')
         end--;
     if (rc == 0 && end > 0) {
         end--;
-        while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' '))
+        while (end > 0 && ((*buf)[end - 1] == '\n' || (*buf)[end - 1] == ' '))
             end--;
         fseeko(mem, (off_t)end, SEEK_SET);
-        ag_view_opts_t v = {.summary = 1, .histogram = 1, .timeline = 1, .threads = 1,
-                            .top = HTML_MAX_SITES, .sort = AG_METRIC_BYTES};
-        ag_views_json(mem, ctx, &a, &v);
-        json_address_map(mem, &a);
+        ag_view_opts_t v = {.summary = 1, .histogram = 1, .timeline = 1, .threads = 1};
+        ag_views_json(mem, ctx, a, &v);
+        rc = json_sites(mem, ctx, a, ft, cut);
+        json_address_map(mem, a, cut);
+        fputs(",\n  \"frames\": ", mem);
+        json_frames_write_table(mem, ft);
+        fflush(cut);
+        if (cutlen)
+            fprintf(mem, ",\n  \"cut\": {%s}", cutbuf);
         fputs("\n}\n", mem);
     } else if (rc == 0) {
         rc = -EINVAL;
     }
+    fclose(cut);
+    free(cutbuf);
+    json_frames_free(ft);
+    return rc;
+}
+
+int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
+                      char* err, size_t errlen) {
+    aggregate_t own;
+    memset(&own, 0, sizeof own);
+    const aggregate_t* a = ro->aggregate;
+    if (!a) {
+        ag_opts_t ao;
+        memset(&ao, 0, sizeof ao);
+        int rc = aggregate_build(&own, ctx, trace, &ao, err, errlen);
+        if (rc != 0)
+            return rc;
+        a = &own;
+    }
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* mem = open_memstream(&buf, &len);
+    if (!mem) {
+        aggregate_free(&own);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = page_json(mem, &buf, &len, ctx, ro, a);
     if (fclose(mem) != 0 && rc == 0)
         rc = -EIO;
-    aggregate_free(&a);
+    aggregate_free(&own);
     if (rc == 0 && report_html(out, buf, len) != 0)
         rc = -EIO;
     if (rc != 0)

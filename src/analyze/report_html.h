@@ -17,9 +17,12 @@ typedef struct report_ctx_s report_ctx_t;
 typedef struct report_opts_s report_opts_t;
 
 // The whole page for a loaded trace: report_json's object plus every view of a second pass over
-// the trace (aggregate.h: summary, sites, histogram, timeline, threads) and the address map of
-// the blocks the last scan judged, embedded in the page. trace is the file the model came
-// from. Returns 0, or -errno (err: a one-line reason) when the pass or the writing failed.
+// the trace (aggregate.h: summary, sites, histogram, timeline, threads; ro->aggregate when the
+// caller made that pass already) and the address map of the blocks the last scan judged,
+// embedded in the page. Capped to what a person reads (report_html.c): what is left out is
+// summed in "cut", "leak_records_cut" and "errors_cut", and stacks name frames of "frames".
+// trace is the file the model came from. Returns 0, or -errno (err: a one-line reason) when the
+// pass or the writing failed.
 int report_html_trace(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const char* trace,
                       char* err, size_t errlen);
 

@@ -4,9 +4,11 @@
 // the process, how it ended, whether the scan ran, calls per function, child traces.
 #include <string.h>
 
+#include "json_frames.h"
 #include "report.h"
 #include "utf8.h"
 
+// Runs of bytes that need no escape go out in one fwrite: names and paths are mostly such runs.
 void report_json_string(FILE* out, const char* s) {
     if (!s) {
         fputs("null", out);
@@ -14,42 +16,36 @@ void report_json_string(FILE* out, const char* s) {
     }
     fputc('"', out);
     const unsigned char* p = (const unsigned char*)s;
+    const unsigned char* run = p;
     for (size_t left = strlen(s); left > 0;) {
-        size_t n = utf8_seq_len(p, left);
-        if (n > 1) {
-            fwrite(p, 1, n, out);
-        } else if (n == 0) {
-            fprintf(out, "\\\\x%02X", *p); // not UTF-8 (utf8.h): the text \xHH
-            n = 1;
-        } else if (*p == '"' || *p == '\\') {
-            fprintf(out, "\\%c", *p);
-        } else if (*p < 0x20 || *p == 0x7f) {
-            fprintf(out, "\\u%04x", *p);
-        } else {
-            fputc(*p, out);
+        if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\') {
+            p++;
+            left--;
+            continue;
         }
-        p += n;
-        left -= n;
+        size_t n = utf8_seq_len(p, left);
+        if (n > 1) { // a whole UTF-8 sequence stays in the run
+            p += n;
+            left -= n;
+            continue;
+        }
+        fwrite(run, 1, (size_t)(p - run), out);
+        if (n == 0)
+            fprintf(out, "\\\\x%02X", *p); // not UTF-8 (utf8.h): the text \xHH
+        else if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else
+            fprintf(out, "\\u%04x", *p);
+        p++;
+        left--;
+        run = p;
     }
+    fwrite(run, 1, (size_t)(p - run), out);
     fputc('"', out);
 }
 
 void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
-    const report_frame_t* fr;
-    int n = report_stack(c, stack, &fr);
-    fputc('[', out);
-    for (int i = 0; i < n; i++) {
-        const report_frame_t* f = &fr[i];
-        fprintf(out, "%s{\"function\": ", i ? ", " : "");
-        report_json_string(out, f->function);
-        fputs(", \"file\": ", out);
-        report_json_string(out, f->file);
-        fprintf(out, ", \"line\": %u, \"module\": ", f->line);
-        report_json_string(out, f->module);
-        fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
-                f->is_inlined ? "true" : "false");
-    }
-    fputc(']', out);
+    json_frames_stack(out, NULL, c, stack);
 }
 
 static const char* end_how(const model_t* m) {
@@ -70,6 +66,8 @@ void report_json_argv(FILE* out, const model_t* m) {
 
 int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     model_t* m = report_model(c);
+    json_frames_t* own = o->frames ? NULL : json_frames_new(0);
+    json_frames_t* ft = o->frames ? o->frames : own;
     fputs("{\n  \"process\": {\"pid\": ", out);
     fprintf(out, "%llu, \"ppid\": %llu, \"exe\": ", (unsigned long long)m->pid,
             (unsigned long long)m->ppid);
@@ -126,7 +124,10 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fprintf(out, ", \"suppressed\": {\"bytes\": %llu, \"blocks\": %llu}},\n",
             (unsigned long long)lk.suppressed.bytes, (unsigned long long)lk.suppressed.blocks);
     fputs("  \"leak_records\": [", out);
-    for (size_t i = 0; i < lk.nrecords; i++) {
+    size_t nrec = lk.nrecords;
+    if (o->max_json_records && nrec > o->max_json_records)
+        nrec = o->max_json_records;
+    for (size_t i = 0; i < nrec; i++) {
         const md_leak_record_t* r = lk.records[i];
         fprintf(out,
                 "%s\n    {\"kind\": \"%s\", \"bytes\": %llu, \"blocks\": %llu, "
@@ -134,28 +135,48 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                 i ? "," : "", hl_leak_kind_name(r->kind), (unsigned long long)r->bytes,
                 (unsigned long long)r->blocks, (unsigned long long)r->indirect_bytes,
                 (unsigned long long)r->indirect_blocks);
-        report_json_stack(out, c, r->stack);
+        json_frames_stack(out, ft, c, r->stack);
         fputc('}', out);
     }
-    fputs("\n  ],\n  \"errors\": [", out);
-    for (size_t i = 0; i < m->nerrors; i++) {
+    fputs("\n  ],\n", out);
+    if (nrec < lk.nrecords) { // records come biggest first within a kind: the cut is the tail
+        md_kind_total_t cut = {0};
+        for (size_t i = nrec; i < lk.nrecords; i++) {
+            cut.bytes += lk.records[i]->bytes + lk.records[i]->indirect_bytes;
+            cut.blocks += lk.records[i]->blocks + lk.records[i]->indirect_blocks;
+        }
+        fprintf(out,
+                "  \"leak_records_cut\": {\"shown\": %zu, \"records\": %zu, \"bytes\": %llu, "
+                "\"blocks\": %llu},\n",
+                nrec, lk.nrecords - nrec, (unsigned long long)cut.bytes,
+                (unsigned long long)cut.blocks);
+    }
+    fputs("  \"errors\": [", out);
+    size_t nerr = m->nerrors;
+    if (o->max_json_errors && nerr > o->max_json_errors)
+        nerr = o->max_json_errors;
+    for (size_t i = 0; i < nerr; i++) {
         const md_error_t* e = &m->errors[i];
         fprintf(out, "%s\n    {\"kind\": \"%s\", \"call\": \"%s\", \"address\": \"0x%llx\", \"stack\": ",
                 i ? "," : "", hl_error_kind_name(e->kind), hl_fn_name(e->fn),
                 (unsigned long long)e->addr);
-        report_json_stack(out, c, e->stack);
+        json_frames_stack(out, ft, c, e->stack);
         if (e->has_block) {
             fprintf(out, ", \"block_size\": %llu, \"alloc_call\": \"%s\", \"alloc_stack\": ",
                     (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
-            report_json_stack(out, c, e->alloc_stack);
+            json_frames_stack(out, ft, c, e->alloc_stack);
             if (e->release_stack) {
                 fputs(", \"release_stack\": ", out);
-                report_json_stack(out, c, e->release_stack);
+                json_frames_stack(out, ft, c, e->release_stack);
             }
         }
         fputc('}', out);
     }
-    fputs("\n  ],\n  \"children\": [", out);
+    fputs("\n  ],\n", out);
+    if (nerr < m->nerrors)
+        fprintf(out, "  \"errors_cut\": {\"shown\": %zu, \"errors\": %zu},\n", nerr,
+                m->nerrors - nerr);
+    fputs("  \"children\": [", out);
     for (size_t i = 0; i < o->nchildren; i++) {
         fprintf(out, "%s{\"pid\": %ld, \"trace\": ", i ? ", " : "", o->children[i].pid);
         report_json_string(out, o->children[i].trace);
@@ -164,5 +185,6 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fputs("],\n  \"trace\": ", out);
     report_json_string(out, o->trace_path);
     fputs("\n}\n", out);
+    json_frames_free(own);
     return ferror(out) ? -1 : 0;
 }

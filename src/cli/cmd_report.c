@@ -259,6 +259,9 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
             status = 1;
         }
     }
+    // The page covers the whole trace: the pass made for the views serves it when it did too.
+    if (!w->ag.has_from && !w->ag.has_to && !w->ag.filter && !w->ag.max_buckets)
+        ro.aggregate = &a;
     if (o->html_path && cli_write_html(o->html_path, ctx, &ro, trace) != 0)
         status = 1;
     if (o->sarif_path && cli_write_sarif(o->sarif_path, ctx, &ro) != 0)

@@ -75,6 +75,18 @@ m = re.search(r'<script type="application/json" id="data">(.*?)</script>', page,
 if not m:
     print("no data element"); sys.exit(1)
 got = json.loads(m.group(1))
+# a page made from a trace names each frame once ("frames"); its stacks hold indices there
+frames = got.get("frames")
+if isinstance(frames, list):
+    for key in ("sites", "leak_records", "errors"):
+        for x in got.get(key) or []:
+            for s in ("stack", "alloc_stack", "release_stack"):
+                if isinstance(x.get(s), list):
+                    x[s] = [frames[f] if isinstance(f, int) else f for f in x[s]]
+# a capped list is the report's list cut at the count the page says it shows
+for key, cut in (("leak_records", "leak_records_cut"), ("errors", "errors_cut")):
+    if key in want and cut in got:
+        want[key] = want[key][:got[cut]["shown"]]
 # the page may carry more than the JSON report (views, address map); never less or different
 diff = [k for k in want if got.get(k) != want[k]]
 if diff:
@@ -198,7 +210,50 @@ fi
 [ -s "$R/run.html" ] && cp "$R/run.html" "$ART/report.html"
 [ -s "$WORK/sample.html" ] && cp "$WORK/sample.html" "$ART/sample.html"
 
-# --- 4. the CLI's behaviour on bad input -----------------------------------------------------
+# --- 4. caps: more call sites and leak records than the page shows; the page says so ---------
+C=$WORK/caps
+mkdir -p "$C"
+timeout $TIMEOUT "$HL" run -q -o "$C/t.hl" -- "$BUILD/programs/many_stacks" 6000 >/dev/null 2>"$C/run.err"
+ok "caps: run many_stacks 6000" $? "$(tail -c 300 "$C/run.err")"
+timeout $TIMEOUT "$HL" report -q --html "$C/page.html" --json "$C/full.json" "$C/t.hl" 2>"$C/report.err"
+ok "caps: report --html --json" $? "$(cat "$C/report.err")"
+timeout $TIMEOUT "$HL" report -q --json "$C/sites.json" --top 100000 "$C/t.hl" 2>>"$C/report.err"
+out=$(python3 - "$C/page.html" "$C/full.json" "$C/sites.json" <<'EOF' 2>&1
+import json, re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1))
+full, allsites = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+bad = []
+# the JSON report stays whole: every record, no cut
+recs = full["leak_records"]
+if "leak_records_cut" in full or len(recs) < 3000:
+    bad.append("JSON report: %d leak records, cut %r" % (len(recs), full.get("leak_records_cut")))
+lc = d.get("leak_records_cut")
+if not lc or len(d["leak_records"]) != lc["shown"] or lc["shown"] + lc["records"] != len(recs):
+    bad.append("page leak records %d, cut %r, report has %d" % (len(d["leak_records"]), lc, len(recs)))
+elif lc["bytes"] != sum(r["bytes"] + r["indirect_bytes"] for r in recs[lc["shown"]:]):
+    bad.append("cut leak bytes %d do not add up" % lc["bytes"])
+cs = (d.get("cut") or {}).get("sites")
+sites = allsites["sites"]
+if not cs or cs["shown"] != len(d["sites"]) or cs["shown"] + cs["sites"] != len(sites):
+    bad.append("page sites %d, cut %r, all sites %d" % (len(d["sites"]), cs, len(sites)))
+else:
+    for k in ("allocations", "bytes", "leaked_bytes", "temporary"):
+        if sum(s[k] for s in d["sites"]) + cs[k] != sum(s[k] for s in sites):
+            bad.append("%s: shown + cut != all sites" % k)
+# the biggest site by bytes is on the page
+if sites and max(s["bytes"] for s in d["sites"]) != max(s["bytes"] for s in sites):
+    bad.append("the biggest site is not on the page")
+print("; ".join(bad) or "page: %d of %d sites, %d of %d leak records, %d frames, %d bytes" % (
+    len(d["sites"]), len(sites), lc["shown"], len(recs), len(d["frames"]), len(page)))
+sys.exit(1 if bad else 0)
+EOF
+)
+ok "caps: page keeps the biggest, sums the rest, JSON report whole ($out)" $? "$out"
+browser caps "$C/page.html" --expect-hist --expect-text "This page is cut to stay small" \
+    --expect-text "smaller leak records" --max-load 5
+
+# --- 5. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1
 [ $? = 2 ] && pass "diff: one trace is a usage error (2)" || fail "diff: one trace is a usage error (2)" "other status"
 "$HL" diff "$WORK/nonexistent.hl" "$WORK/old.hl" >/dev/null 2>"$WORK/bad.err"

@@ -178,6 +178,9 @@ def main():
     ap.add_argument("--first-site", default=None)
     ap.add_argument("--no-zoom", action="store_true", help="skip the click-to-zoom check (one-chain graphs)")
     ap.add_argument("--screenshot", default=None)
+    ap.add_argument("--expect-text", action="append", default=[],
+                    help="text the rendered page must show (repeatable)")
+    ap.add_argument("--max-load", type=float, default=10.0, help="seconds the page may take to draw")
     ap.add_argument("--chromium", default=None)
     a = ap.parse_args()
 
@@ -218,7 +221,10 @@ def main():
         check("page loads and draws", ready, "window.heaplens.ready never became true")
         if not ready:
             return 1
-        check(f"drawn in {load_s:.2f}s (under 10s)", load_s < 10, f"took {load_s:.1f}s")
+        check(f"drawn in {load_s:.2f}s (under {a.max_load:g}s)", load_s < a.max_load, f"took {load_s:.1f}s")
+        for t in a.expect_text:
+            shown = cdp.js("document.body.innerText.indexOf(%s) >= 0" % json.dumps(t))
+            check(f"page shows {t!r}", shown, "not in the page's visible text")
         err = cdp.js("getComputedStyle(document.getElementById('error-box')).display === 'none' ? '' : document.getElementById('error-box').textContent")
         check("no drawing errors", not err, err)
 

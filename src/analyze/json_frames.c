@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+// json_frames.c - a hash table of the symbolized frames a report has written, with each
+// frame's JSON text. A frame is its address plus what the symbolizer said of it (one address
+// gives several frames when calls were inlined); the symbolizer and the model intern their
+// strings, so equal frames have equal pointers and the key compares pointers, not text.
+#include "json_frames.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct jf_entry_s {
+    report_frame_t key;
+    uint32_t index; // 1 + position in the table; 0: free slot
+    uint32_t text_len;
+    char* text; // the frame's JSON object
+} jf_entry_t;
+
+struct json_frames_s {
+    int by_index;
+    jf_entry_t* slots; // open addressing, power-of-two size, at most half full
+    size_t cap, used;
+    uint32_t* order; // by index - 1: the slot of each frame, for the table in index order
+    size_t order_cap;
+};
+
+#define JF_INITIAL_SLOTS 4096
+
+json_frames_t* json_frames_new(int by_index) {
+    json_frames_t* t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->by_index = by_index;
+    t->cap = JF_INITIAL_SLOTS;
+    t->slots = calloc(t->cap, sizeof *t->slots);
+    if (!t->slots) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void json_frames_free(json_frames_t* t) {
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->slots[i].text);
+    free(t->slots);
+    free(t->order);
+    free(t);
+}
+
+size_t json_frames_count(const json_frames_t* t) { return t ? t->used : 0; }
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t frame_hash(const report_frame_t* f) {
+    uint64_t h = f->address * 0xff51afd7ed558ccdull;
+    h = mix(h, (uintptr_t)f->function);
+    h = mix(h, (uintptr_t)f->file);
+    h = mix(h, ((uint64_t)f->line << 1) | (unsigned)f->is_inlined);
+    h = mix(h, (uintptr_t)f->module);
+    return h ^ (h >> 29);
+}
+
+static int frame_eq(const report_frame_t* a, const report_frame_t* b) {
+    return a->address == b->address && a->function == b->function && a->file == b->file &&
+           a->line == b->line && a->is_inlined == b->is_inlined && a->module == b->module;
+}
+
+static void write_frame(FILE* out, const report_frame_t* f) {
+    fputs("{\"function\": ", out);
+    report_json_string(out, f->function);
+    fputs(", \"file\": ", out);
+    report_json_string(out, f->file);
+    fprintf(out, ", \"line\": %u, \"module\": ", f->line);
+    report_json_string(out, f->module);
+    fprintf(out, ", \"address\": \"0x%llx\", \"inlined\": %s}", f->address,
+            f->is_inlined ? "true" : "false");
+}
+
+static int grow(json_frames_t* t) {
+    size_t cap = t->cap * 2;
+    jf_entry_t* fresh = calloc(cap, sizeof *fresh);
+    if (!fresh)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++) {
+        jf_entry_t* e = &t->slots[i];
+        if (!e->index)
+            continue;
+        size_t k = frame_hash(&e->key) & (cap - 1);
+        while (fresh[k].index)
+            k = (k + 1) & (cap - 1);
+        fresh[k] = *e;
+        t->order[e->index - 1] = (uint32_t)k;
+    }
+    free(t->slots);
+    t->slots = fresh;
+    t->cap = cap;
+    return 0;
+}
+
+// The frame's entry, made (with its text) on first use; NULL when out of memory.
+static const jf_entry_t* lookup(json_frames_t* t, const report_frame_t* f) {
+    size_t k = frame_hash(f) & (t->cap - 1);
+    while (t->slots[k].index) {
+        if (frame_eq(&t->slots[k].key, f))
+            return &t->slots[k];
+        k = (k + 1) & (t->cap - 1);
+    }
+    if (t->used == t->order_cap) {
+        size_t oc = t->order_cap ? t->order_cap * 2 : 1024;
+        uint32_t* o = realloc(t->order, oc * sizeof *o);
+        if (!o)
+            return NULL;
+        t->order = o;
+        t->order_cap = oc;
+    }
+    char* text = NULL;
+    size_t len = 0;
+    FILE* mem = open_memstream(&text, &len);
+    if (!mem)
+        return NULL;
+    write_frame(mem, f);
+    if (fclose(mem) != 0 || !text) {
+        free(text);
+        return NULL;
+    }
+    jf_entry_t* e = &t->slots[k];
+    *e = (jf_entry_t){.key = *f, .index = (uint32_t)(t->used + 1), .text_len = (uint32_t)len,
+                      .text = text};
+    t->order[t->used++] = (uint32_t)k;
+    if (t->used * 2 > t->cap) {
+        uint32_t index = e->index;
+        if (grow(t) != 0)
+            return NULL; // the entry stays, in the old table
+        return &t->slots[t->order[index - 1]];
+    }
+    return e;
+}
+
+void json_frames_stack(FILE* out, json_frames_t* t, report_ctx_t* c, uint32_t stack) {
+    const report_frame_t* fr;
+    int n = report_stack(c, stack, &fr);
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            fputs(", ", out);
+        const jf_entry_t* e = t ? lookup(t, &fr[i]) : NULL;
+        if (!e)
+            write_frame(out, &fr[i]);
+        else if (t->by_index)
+            fprintf(out, "%u", e->index - 1);
+        else
+            fwrite(e->text, 1, e->text_len, out);
+    }
+    fputc(']', out);
+}
+
+void json_frames_write_table(FILE* out, const json_frames_t* t) {
+    fputc('[', out);
+    for (size_t i = 0; t && i < t->used; i++) {
+        const jf_entry_t* e = &t->slots[t->order[i]];
+        fputs(i ? ",\n    " : "\n    ", out);
+        fwrite(e->text, 1, e->text_len, out);
+    }
+    fputc(']', out);
+}
