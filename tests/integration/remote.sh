@@ -19,7 +19,7 @@ chmod 700 "$WORK"
 SERVERS=()
 cleanup() {
     local p
-    for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${SERVERS[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -315,6 +315,7 @@ if start_server killed --listen "unix:$D/k.sock" -o "$D/out"; then
     (cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -q -o "$D/local.hl" --remote "$ADDR" -- "$PROGS/churn_random" >"$D/out2.txt" 2>"$D/err2.txt") &
     run_pid=$!
     sleep 0.15
+    pkill -KILL -P "$SRV" # the server itself, under its timeout
     kill -KILL "$SRV"
     wait "$run_pid"
     st=$?
