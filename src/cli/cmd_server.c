@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../analyze/model.h"
+#include "../analyze/reader.h"
 #include "../common/private_dir.h"
 #include "cli.h"
 #include "rundir.h"
@@ -250,26 +250,41 @@ static int open_part(server_t* s, conn_t* c) {
     return -1;
 }
 
+// The process a trace is of, from its INFO record (the first of its first chunk): decoding
+// stops there, so naming a trace costs the same whatever its size.
+typedef struct trace_process_s {
+    char prog[128]; // the executable's file name, '/' never in it
+    unsigned long long pid;
+} trace_process_t;
+
+static int take_info(const rd_record_t* r, void* arg) {
+    if (r->tag != REC_INFO)
+        return 0;
+    trace_process_t* p = arg;
+    p->pid = r->u[0];
+    const char* exe = r->s[0].ptr;
+    size_t len = r->s[0].len, from = 0;
+    for (size_t k = 0; k < len; k++)
+        if (exe[k] == '/')
+            from = k + 1;
+    size_t n = len - from < sizeof p->prog - 1 ? len - from : sizeof p->prog - 1;
+    if (n) {
+        memcpy(p->prog, exe + from, n);
+        p->prog[n] = 0;
+    }
+    return 1;
+}
+
 // The trace's final name, from its process record: heaplens.PROG.PID.hl, then .1, .2 ... as
 // heaplens run does; nothing existing is replaced (renameat2's RENAME_NOREPLACE).
 static void name_trace(server_t* s, conn_t* c) {
     char full[4096], final[512];
     snprintf(full, sizeof full, "%s/%s", s->dir, c->part);
-    model_t m;
-    char prog[128] = "remote";
-    unsigned long long pid = 0;
-    if (model_load(&m, full) == 0 || m.has_info) { // a trace cut short still names its process
-        if (m.exe) {
-            const char* base = strrchr(m.exe, '/');
-            base = base ? base + 1 : m.exe;
-            size_t k = 0;
-            for (; base[k] && k + 1 < sizeof prog; k++)
-                prog[k] = base[k] == '/' ? '_' : base[k];
-            prog[k] = 0;
-        }
-        pid = m.pid;
-    }
-    model_free(&m);
+    trace_process_t proc = {.prog = "remote"};
+    rd_result_t res;
+    rd_read_file(full, take_info, &proc, &res); // a stream cut short still names its process
+    const char* prog = proc.prog;
+    unsigned long long pid = proc.pid;
     for (int n = 0; n < 1000; n++) {
         if (n == 0)
             snprintf(final, sizeof final, "heaplens.%s.%llu.hl", prog, pid);
