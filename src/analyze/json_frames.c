@@ -4,6 +4,7 @@
 // gives several frames when calls were inlined); the symbolizer and the model intern their
 // strings, so equal frames have equal pointers and the key compares pointers, not text.
 #include "json_frames.h"
+#include "model.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,14 +112,10 @@ static const jf_entry_t* lookup(json_frames_t* t, const report_frame_t* f) {
             return &t->slots[k];
         k = (k + 1) & (t->cap - 1);
     }
-    if (t->used == t->order_cap) {
-        size_t oc = t->order_cap ? t->order_cap * 2 : 1024;
-        uint32_t* o = realloc(t->order, oc * sizeof *o);
-        if (!o)
-            return NULL;
-        t->order = o;
-        t->order_cap = oc;
-    }
+    uint32_t* o = md_grow(t->order, &t->order_cap, t->used + 1, sizeof *t->order);
+    if (!o)
+        return NULL;
+    t->order = o;
     char* text = NULL;
     size_t len = 0;
     FILE* mem = open_memstream(&text, &len);
