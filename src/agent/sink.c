@@ -7,6 +7,9 @@
 // files this run produced (children and exec'd images each write their own).
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +21,35 @@
 static hl_sink_t sink = {.fd = -1};
 static int has_failed;
 static int lost_error; // why the collector was lost (-errno)
+
+// The sinks' descriptors start here, out of the way of the program's (which mostly stay low).
+#define HL_SINK_FD_MIN 700
+
+void sink_fd_take(hl_sink_t* s, int fd) {
+    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HL_SINK_FD_MIN);
+    if (high >= 0) {
+        close(fd);
+        fd = high;
+    }
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) == 0) {
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
+    }
+    s->fd = fd;
+}
+
+int sink_fd_is_own(const hl_sink_t* s) {
+    struct stat st;
+    return s->fd >= 0 && syscall(SYS_fstat, s->fd, &st) == 0 && st.st_dev == s->dev &&
+           st.st_ino == s->ino;
+}
+
+void sink_fd_close(hl_sink_t* s) {
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
 
 // strerror's text without its locale machinery (which may allocate).
 static const char* error_text(int err) {

@@ -33,6 +33,17 @@ struct hl_sink_s {
     char where[HL_SINK_WHERE];   // the file's path, or the collector's address
 };
 
+// What both sinks do with their descriptor (sink.c).
+// Takes fd as the sink's: moved above the program's descriptors (close-on-exec), its identity
+// noted for sink_fd_is_own.
+void sink_fd_take(hl_sink_t* s, int fd);
+// Is s->fd still the file or socket the sink took? A program may close every descriptor
+// (daemons do) and reuse the number for one of its own: writing there would corrupt it.
+int sink_fd_is_own(const hl_sink_t* s);
+// Closes and forgets the descriptor: both sinks' close, and their after_fork (a child's trace
+// is its own: it opens its own file, or connects anew, on first use).
+void sink_fd_close(hl_sink_t* s);
+
 extern const hl_sink_ops_t hl_sink_file;   // sink_file.c
 extern const hl_sink_ops_t hl_sink_socket; // sink_socket.c
 

@@ -16,20 +16,8 @@
 #include "os.h"
 #include "sink.h"
 
-// Out of the way of the program's own descriptors (a daemon closing 0..1023 and reusing the
-// numbers): the lowest number the agent gives its own descriptors.
-#define HL_SINK_FD_MIN 700
-
 static long sys_open(const char* p, int flags, int mode) {
     return syscall(SYS_openat, AT_FDCWD, p, flags | O_CLOEXEC, mode);
-}
-
-static int move_high(int fd) {
-    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HL_SINK_FD_MIN);
-    if (high < 0)
-        return fd;
-    close(fd);
-    return high;
 }
 
 static size_t exe_name(char* out, size_t cap) {
@@ -147,13 +135,7 @@ static int file_open(hl_sink_t* s, int pid) {
         s->failed_to = "write";
         return (int)w;
     }
-    fd = move_high(fd);
-    struct stat st;
-    if (syscall(SYS_fstat, fd, &st) == 0) {
-        s->dev = st.st_dev;
-        s->ino = st.st_ino;
-    }
-    s->fd = fd;
+    sink_fd_take(s, fd);
     return 0;
 }
 
@@ -163,18 +145,22 @@ static int file_open(hl_sink_t* s, int pid) {
 // as the name still leads to the same file, not through a link: a file put at the name since is
 // not the trace, and may be another user's.
 static int check_fd(hl_sink_t* s) {
-    struct stat st;
-    if (syscall(SYS_fstat, s->fd, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino)
+    if (sink_fd_is_own(s))
         return 0;
     int fd = (int)sys_open(s->where, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NOCTTY, 0);
     if (fd < 0)
         return -1;
-    fd = move_high(fd);
-    if (syscall(SYS_fstat, fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino) {
-        close(fd);
+    dev_t dev = s->dev;
+    ino_t ino = s->ino;
+    s->dev = 0; // unknown unless sink_fd_take reads it
+    s->ino = 0;
+    sink_fd_take(s, fd); // the old number is the program's now: never closed
+    if (s->dev != dev || s->ino != ino) {
+        sink_fd_close(s); // another file stands at the name now
+        s->dev = dev;
+        s->ino = ino;
         return -1;
     }
-    s->fd = fd; // the old number is the program's now: never close it
     return 0;
 }
 
@@ -186,22 +172,10 @@ static int file_write(hl_sink_t* s, const void* buf, size_t len) {
     return (int)os_write_all(s->fd, buf, len);
 }
 
-static void file_close(hl_sink_t* s) {
-    if (s->fd >= 0)
-        close(s->fd);
-    s->fd = -1;
-}
-
-// The child must not write into the parent's file: forget it (the fd closes with exec or stays
-// harmlessly open) and open its own on first use.
-static void file_after_fork(hl_sink_t* s) {
-    file_close(s);
-}
-
 const hl_sink_ops_t hl_sink_file = {
     .what = "trace file",
     .open = file_open,
     .write = file_write,
-    .close = file_close,
-    .after_fork = file_after_fork,
+    .close = sink_fd_close,
+    .after_fork = sink_fd_close,
 };

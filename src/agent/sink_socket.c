@@ -27,7 +27,6 @@
 // A collector that takes no bytes for this long is stuck: the trace goes on in a local file
 // rather than making the program wait on its full rings.
 #define HL_SEND_TIMEOUT_S 5
-#define HL_SOCKET_FD_MIN 700 // as the file sink's: out of the way of the program's descriptors
 
 typedef union address_u {
     struct sockaddr sa;
@@ -205,44 +204,22 @@ static int socket_open(hl_sink_t* s, int pid) {
         close(fd);
         return rc;
     }
-    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, HL_SOCKET_FD_MIN);
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0) {
-        s->dev = st.st_dev;
-        s->ino = st.st_ino;
-    }
-    s->fd = fd;
+    sink_fd_take(s, fd);
     return 0;
 }
 
 static int socket_write(hl_sink_t* s, const void* buf, size_t len) {
-    struct stat st;
-    if (fstat(s->fd, &st) != 0 || st.st_dev != s->dev || st.st_ino != s->ino) {
+    if (!sink_fd_is_own(s)) {
         s->fd = -1; // the program closed it and the number is its own now: never touch it
         return -EBADF;
     }
     return send_all(s->fd, buf, len);
 }
 
-static void socket_close(hl_sink_t* s) {
-    if (s->fd >= 0)
-        close(s->fd);
-    s->fd = -1;
-}
-
-// A child's trace is its own: it connects anew (the collector takes one trace per connection).
-static void socket_after_fork(hl_sink_t* s) {
-    socket_close(s);
-}
-
 const hl_sink_ops_t hl_sink_socket = {
     .what = "collector",
     .open = socket_open,
     .write = socket_write,
-    .close = socket_close,
-    .after_fork = socket_after_fork,
+    .close = sink_fd_close,
+    .after_fork = sink_fd_close,
 };
