@@ -155,6 +155,52 @@ HL_EXPORT void _Exit(int status) {
     __builtin_unreachable();
 }
 
+// syscall(SYS_exit_group, status) ends the process with no handler and no destructor, as
+// _exit does, but never calls it: the C library's syscall() is taken here, so that the trace
+// ends and the scan runs. Every other call goes straight to the kernel, as glibc's does
+// (errno from a result in [-4095, -1]). A raw system call instruction (Go's runtime) passes
+// nothing the agent can see.
+#if defined(__x86_64__) || defined(__aarch64__)
+#define HL_SYSCALL_ERR_MAX 4095 // the kernel returns -errno, and errno values stay below this
+static long raw_syscall6(long nr, long a, long b, long c, long d, long e, long f) {
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+    long rc;
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return rc;
+#else
+    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
+                                      x2 __asm__("x2") = c, x3 __asm__("x3") = d,
+                                      x4 __asm__("x4") = e, x5 __asm__("x5") = f;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    return x0;
+#endif
+}
+
+HL_EXPORT long syscall(long nr, ...) {
+    va_list ap;
+    va_start(ap, nr);
+    long a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    if (nr == SYS_exit_group)
+        agent_finish(HL_END_EXIT, (int)a[0] & 0xff);
+    long rc = raw_syscall6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (rc < 0 && rc >= -HL_SYSCALL_ERR_MAX) {
+        errno = (int)-rc;
+        return -1;
+    }
+    return rc;
+}
+#endif
+
 // quick_exit runs the at_quick_exit handlers, then glibc's own _exit by an internal call the
 // interposed _exit never sees. The agent's handler, registered as the agent loads (before the
 // program can register any), runs after every handler of the program's (they run last in,

@@ -491,17 +491,25 @@ check exit_quick "$J" "end['how'] == 'exit'" "end['value'] == 6" "scanned == Tru
     "rec('definite', 'leak_before_quick_exit') == {'bytes': 700, 'blocks': 1, 'records': 1}" \
     "lb('definite') == 700" "lb('reachable') == 0"
 
-# The exit_group system call itself (Go's runtime, syscall(2)): nothing runs in the process, so
-# no scan; the trace must say its end is missing, and keep every event older than the writer's
-# flush period (the program sleeps 50 ms before it exits).
-hl exit_raw -- exit_raw 50
+# exit_group through the C library's syscall(): no handler and no destructor run, but the
+# agent takes syscall() and ends the trace as after _exit, scanned and complete.
+hl exit_raw -- exit_raw 0
 expect_status exit_raw 4
-check exit_raw "$J" "end['how'] == 'unknown'" "scanned == False" "j['trace_complete'] == False" \
+check exit_raw "$J" "end['how'] == 'exit'" "end['value'] == 4" "scanned == True" \
+    "j['trace_complete'] == True" "calls['malloc'] == 16000" "calls['free'] == 8000" \
+    "lb('definite') == 800000"
+
+# The exit_group instruction itself (Go's runtime): nothing runs in the process, so no scan;
+# the trace must say its end is missing, and keep every event older than the writer's flush
+# period (the program sleeps 50 ms before it exits).
+hl exit_asm -- exit_raw 50 asm
+expect_status exit_asm 4
+check exit_asm "$J" "end['how'] == 'unknown'" "scanned == False" "j['trace_complete'] == False" \
     "calls['malloc'] == 16000" "calls['free'] == 8000"
 if grep -q "the trace has no end" "$D/stderr"; then
-    pass "exit_raw: the report says the trace has no end"
+    pass "exit_asm: the report says the trace has no end"
 else
-    fail "exit_raw: the report says the trace has no end" "$(head -c 300 "$D/stderr")"
+    fail "exit_asm: the report says the trace has no end" "$(head -c 300 "$D/stderr")"
 fi
 
 # Python's multiprocessing.Pool.terminate() ends its workers with SIGTERM at the default action:
