@@ -16,6 +16,7 @@
 #include "../common/format.h"
 #include "agent.h"
 #include "chunk.h"
+#include "control.h"
 #include "encode.h"
 #include "errors.h"
 #include "live.h"
@@ -81,6 +82,7 @@ void agent_fork_child(void) {
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);
     sink_reset_after_fork();
+    control_after_fork();
     chunk_restart_stream(); // a chunk the parent had open is the parent's
     modules_reset();
     if (hl_opt.no_follow) {
@@ -161,6 +163,8 @@ void agent_init(void) {
     }
     signals_install();
     real_foreign_report();
+    scan_init();
+    control_init();
     atomic_store(&hl_phase, HL_ON);
     // The trace's first records (the process, its modules) are written here, on a program
     // thread: the writer never reads the module list (see writer_modules_changed).
@@ -197,8 +201,9 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     hl_enc_t* enc = writer_encoder_locked();
     error_check_guards_at_exit();
     if (hl_opt.scan_at_exit)
-        scan_run_with(enc, &self, all_stopped);
+        scan_run_with(enc, &self, &(hl_scan_request_t){.all_stopped = all_stopped, .at_exit = 1});
     writer_end_locked(how, value);
+    control_close();
     atomic_store(&hl_phase, HL_DONE);
     writer_unlock();
     if (hl_opt.scan_at_exit)

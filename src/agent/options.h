@@ -13,6 +13,7 @@ typedef struct hl_options_s {
     int scan_at_exit;   // run the reachability scan at exit
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
+    int control;        // listen on a control socket (control.c)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes

@@ -498,9 +498,11 @@ static int tls_cb(struct dl_phdr_info* info, size_t size, void* arg) {
     return 0;
 }
 
-static size_t static_tls_used(void) {
+// Measured at start (scan_init) for scans from the writer, which may not take the loader's
+// lock, and again before the exit scan, which sees modules loaded since (measure set).
+static size_t static_tls_used_measure(int measure) {
     static size_t used;
-    if (!used) {
+    if (!used || measure) {
         void (*get)(size_t*, size_t*) = NULL;
         *(void**)&get = dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
         size_t reserved = 0, align = 0;
@@ -512,6 +514,10 @@ static size_t static_tls_used(void) {
         used = pr.lowest != UINTPTR_MAX ? pr.tp - pr.lowest : 4096;
     }
     return used;
+}
+
+static size_t static_tls_used(void) {
+    return static_tls_used_measure(0);
 }
 
 typedef struct roots_s {
@@ -669,10 +675,14 @@ static int debug_scan; // HEAPLENS_DEBUG_SCAN=1: say where each reachable block 
 // What the scan needs that may take a lock another thread could hold (the loader's, libgcc's),
 // done while no thread is stopped: this thread's own roots (uc: the context a fatal signal
 // interrupted, or NULL at exit), the static TLS size.
-void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
+void scan_init(void) {
     static_tls_used();
     const char* dbg = getenv("HEAPLENS_DEBUG_SCAN");
     debug_scan = dbg && dbg[0] == '1';
+}
+
+void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
+    static_tls_used_measure(1);
     if (uc && !modules_own_text(context_ip(uc))) {
         roots_from_context(self, uc); // the program's own registers, where it was interrupted
         return;
@@ -786,18 +796,23 @@ static void emit_scan(hl_enc_t* enc, int flags, size_t n) {
     if (enc_reserve(enc, 64) == 0) {
         enc_tag(enc, REC_SCAN);
         enc_time(enc, writer_now_ns());
-        enc_u(enc, (uint64_t)(flags | HL_SCAN_AT_EXIT));
+        enc_u(enc, (uint64_t)flags);
         enc_u(enc, (uint64_t)n);
     }
 }
 
 // Verdicts, in address order.
-static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b) {
+static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, hl_scan_tally_t* tally) {
     enc->last_verdict_addr = 0;
     for (size_t i = 0; i < b->n; i++) {
         uint32_t o = b->order[i];
         if (b->raw_internal[o] || b->unreadable[i])
             continue;
+        if (tally && b->kind[i] < HL_LEAK_COUNT) {
+            tally->bytes[b->kind[i]] += b->sizes[i];
+            tally->blocks[b->kind[i]]++;
+            tally->judged++;
+        }
         writer_flush_if_large_locked();
         if (enc_reserve(enc, 64) != 0)
             break;
@@ -821,7 +836,10 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b) {
     }
 }
 
-int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped) {
+int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_request_t* req) {
+    int at_exit = req->at_exit ? HL_SCAN_AT_EXIT : 0;
+    if (req->tally)
+        memset(req->tally, 0, sizeof *req->tally);
     static char* maps_text;
     static size_t maps_cap;
     arena_t arena = {0};
@@ -873,8 +891,8 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped)
     lc_classify(&in, b.kind, b.leader, b.workspace);
     if (debug_scan)
         debug_reachable(&b, &rs);
-    emit_scan(enc, all_stopped ? HL_SCAN_ALL_THREADS : 0, n);
-    emit_verdicts(enc, &b);
+    emit_scan(enc, (req->all_stopped ? HL_SCAN_ALL_THREADS : 0) | at_exit, n);
+    emit_verdicts(enc, &b, req->tally);
     os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
     os_unmap(arena.base, arena.size);
     return 0;
@@ -882,7 +900,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped)
 no_memory:
     // The trace says the scan could not run (no VERDICT follows), and so does the agent.
     hl_log("no memory left for the leak scan: leaks are not classified");
-    emit_scan(enc, HL_SCAN_NO_MEMORY, n);
+    emit_scan(enc, HL_SCAN_NO_MEMORY | at_exit, n);
     if (rs.r)
         os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
     if (arena.base)

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "../common/format.h"
 #include "encode.h"
 
 struct ucontext_t;
@@ -21,9 +22,25 @@ typedef struct hl_thread_roots_s {
 void scan_prepare(hl_thread_roots_t* self, const struct ucontext_t* uc);
 int scan_stop_world(void); // 1 when every other thread parked with its registers
 void scan_resume_world(void);
+// What a scan found, by kind (HL_LEAK_*): the blocks it judged, the agent's own left out.
+typedef struct hl_scan_tally_s {
+    uint64_t bytes[HL_LEAK_COUNT], blocks[HL_LEAK_COUNT];
+    uint64_t judged;
+} hl_scan_tally_t;
+
+typedef struct hl_scan_request_s {
+    int all_stopped;       // every other thread parked with its registers
+    int at_exit;           // the process ends: the trace's last scan
+    hl_scan_tally_t* tally; // filled when given
+} hl_scan_request_t;
+
+// Once, on a program thread before any scan (it may take the loader's lock): what every scan
+// needs from the loader, read ahead so that a scan from the writer thread takes no lock.
+void scan_init(void);
 // Classify every live block and encode SCAN + VERDICT records (a SCAN saying HL_SCAN_NO_MEMORY
-// when the scan cannot get its memory). The world is stopped; self from scan_prepare.
-int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, int all_stopped);
+// when the scan cannot get its memory). The world is stopped; self from scan_prepare, or a
+// thread of the agent's own (every program thread parked): sp, lo and nregs 0.
+int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_request_t* req);
 void scan_park_self(void); // called when park_pending was set while busy
 void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
 

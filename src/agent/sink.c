@@ -114,6 +114,12 @@ int sink_open(void) {
     return r;
 }
 
+int sink_describe(char* out, size_t cap) {
+    int is_socket = sink.ops == &hl_sink_socket;
+    hl_fmt(out, cap, "%s%s", is_socket && sink.fd >= 0 ? "@" : "", sink.fd >= 0 ? sink.where : "");
+    return is_socket ? -1 : sink.fd;
+}
+
 int sink_write_chunk(const uint8_t* buf, size_t len) {
     if (len == 0)
         return 0;

@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "scan.h"
 #include "chunk.h"
+#include "control.h"
 #include "sink.h"
 #include "sites.h"
 #include "stacks.h"
@@ -90,9 +91,14 @@ int writer_thread_id(void) {
     return atomic_load(&writer_running) ? writer_tid : 0;
 }
 
+// A thread waiting here parks when the writer stops the world (a scan from the control socket
+// holds the lock while it waits for every thread to park).
 void writer_lock(void) {
-    while (atomic_exchange_explicit(&writer_mutex, 1, memory_order_acquire))
+    while (atomic_exchange_explicit(&writer_mutex, 1, memory_order_acquire)) {
+        if (hl_unlikely(thread_self()->park_pending))
+            scan_park_self();
         sched_yield();
+    }
 }
 void writer_unlock(void) {
     atomic_store_explicit(&writer_mutex, 0, memory_order_release);
@@ -596,6 +602,7 @@ static void* writer_main(void* arg) {
             break;
         }
         pass(0);
+        control_poll();
         writer_unlock();
         thread_clone_sweep();
         if (thread_program_is_gone()) {
@@ -782,6 +789,32 @@ void writer_flush_sync(void) {
     writer_lock();
     pass(1);
     writer_unlock();
+}
+
+void writer_flush_locked(void) {
+    pass(1);
+}
+
+#define HL_SCAN_NOW_TRIES 8 // stops of the world a scan tries before it gives up
+
+// As trace_begin_again: the world is stopped once no thread waits for ring space, so that every
+// event made before the scan is in the trace before it. The writer's own stack and registers
+// are the agent's: its roots are none (the program's threads are all parked, with theirs).
+int writer_scan_now_locked(hl_scan_tally_t* tally) {
+    for (int tries = 1;; tries++) {
+        int all = scan_stop_world();
+        drain_noting_age();
+        if (all && !atomic_load(&ring_waiters))
+            break;
+        scan_resume_world();
+        if (tries == HL_SCAN_NOW_TRIES)
+            return -1;
+    }
+    hl_thread_roots_t none = {0};
+    scan_run_with(&enc, &none, &(hl_scan_request_t){.all_stopped = 1, .tally = tally});
+    scan_resume_world();
+    flush_chunk();
+    return 0;
 }
 
 // The module list changed (dlopen, dlclose): what came before is encoded against the old list,

@@ -23,6 +23,13 @@ hl_enc_t* writer_encoder_locked(void); // drains, returns the encoder (writer lo
 void writer_end_locked(int how, int value);
 void writer_flush_if_large_locked(void); // cut the chunk once it is large
 void writer_exec_locked(const char* path);
+void writer_flush_locked(void); // drain everything, write it out (writer lock held)
+// A reachability scan while the program runs, on the writer thread (control.c), lock held:
+// stops every program thread, drains the rings (the trace holds every event before the scan),
+// writes SCAN and VERDICT records, resumes, writes them out. 0, or -1 when not every thread
+// would stop (nothing written then).
+struct hl_scan_tally_s;
+int writer_scan_now_locked(struct hl_scan_tally_s* tally);
 // An ERROR record, written at once (errors are rare; the record carries everything the report
 // needs, so it may overtake the ring events of the same block).
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+// control.c - the control socket: `heaplens shell PID` talks to a traced process through it.
+// The socket is TMPDIR/heaplens-UID/ctl.PID (TMPDIR when an absolute path, else /tmp): a
+// directory of the user's that nobody else may enter (private_dir.h), checked before use, and a
+// socket of mode 0600 in it; a peer of another user is refused. One client at a time.
+//
+// The writer thread serves it between passes (control_poll, under the writer lock): commands
+// run where the rings are drained and the trace is written, and no program thread ever waits on
+// a client. The protocol is lines: a command, then one line of answer, "ok ..." or "error ...".
+// The answers are small; the reports a shell shows it makes itself, from the trace file.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../common/private_dir.h"
+#include "control.h"
+#include "live.h"
+#include "log.h"
+#include "options.h"
+#include "scan.h"
+#include "sink.h"
+#include "thread.h"
+#include "writer.h"
+
+#define HL_CONTROL_LINE 256   // a command is shorter; a longer line ends the connection
+#define HL_CONTROL_MARKS 4096 // marks a process keeps; `mark` says so when they run out
+#define HL_CONTROL_BACKLOG 4  // clients waiting for the one being served
+#define HL_CONTROL_REPLY 1400 // an answer: the trace's path and a few numbers
+
+static int is_enabled;
+static char dir_path[sizeof(((struct sockaddr_un*)0)->sun_path) - 16]; // room for "/ctl.PID"
+static char sock_path[sizeof(((struct sockaddr_un*)0)->sun_path)];
+static hl_sink_t listener = {.fd = -1}; // sink.c's descriptor handling: high, checked before use
+static hl_sink_t client = {.fd = -1};
+static int open_pid;   // the process the socket was made for (0: none yet)
+static int has_failed; // no socket for this process: not tried again
+static char line[HL_CONTROL_LINE];
+static size_t line_len;
+static int64_t marks[HL_CONTROL_MARKS]; // trace time of each mark, by number - 1
+static unsigned nmarks;
+
+void control_init(void) {
+    is_enabled = hl_opt.control;
+    const char* tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/' || strlen(tmp) + 32 > sizeof dir_path)
+        tmp = "/tmp";
+    hl_fmt(dir_path, sizeof dir_path, "%s/heaplens-%u", tmp, (unsigned)syscall(SYS_geteuid));
+}
+
+// The user's private directory, made when missing; 0 when it is there and private.
+static int private_dir(void) {
+    unsigned uid = (unsigned)syscall(SYS_geteuid);
+    if (syscall(SYS_mkdirat, AT_FDCWD, dir_path, 0700) != 0 && errno != EEXIST)
+        return -1;
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, dir_path,
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    int ok = dfd >= 0 && syscall(SYS_fstat, dfd, &st) == 0 && hl_is_private_dir(&st, uid);
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok)
+        hl_log("no control socket: %s is not a directory private to this user", dir_path);
+    return ok ? 0 : -1;
+}
+
+static int open_socket(int pid) {
+    if (private_dir() != 0)
+        return -1;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    hl_fmt(a.sun_path, sizeof a.sun_path, "%s/ctl.%d", dir_path, pid);
+    memcpy(sock_path, a.sun_path, sizeof sock_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int rc = bind(fd, (struct sockaddr*)&a, sizeof a);
+    if (rc != 0 && errno == EADDRINUSE) {
+        // Left by a process of this pid that was killed: nobody answers there.
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int alive = probe >= 0 && connect(probe, (struct sockaddr*)&a, sizeof a) == 0;
+        if (probe >= 0)
+            close(probe);
+        if (!alive && unlink(a.sun_path) == 0)
+            rc = bind(fd, (struct sockaddr*)&a, sizeof a);
+    }
+    if (rc != 0 || chmod(a.sun_path, 0600) != 0 || listen(fd, HL_CONTROL_BACKLOG) != 0) {
+        if (rc == 0)
+            unlink(a.sun_path);
+        close(fd);
+        return -1;
+    }
+    sink_fd_take(&listener, fd);
+    return 0;
+}
+
+static void drop_client(void) {
+    sink_fd_close(&client);
+    line_len = 0;
+}
+
+static void reply(const char* text) {
+    size_t len = strlen(text);
+    // The answer fits the socket's buffer; a client that leaves it unread is dropped.
+    if (send(client.fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len ||
+        send(client.fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+        drop_client();
+}
+
+static int is_word(const char* cmd, const char* word, const char** rest) {
+    size_t n = strlen(word);
+    if (strncmp(cmd, word, n) != 0 || (cmd[n] && cmd[n] != ' '))
+        return 0;
+    for (*rest = cmd + n; **rest == ' ';)
+        (*rest)++;
+    return 1;
+}
+
+static void answer_scan(void) {
+    hl_scan_tally_t t;
+    int64_t at = writer_now_ns();
+    char out[HL_CONTROL_REPLY];
+    if (writer_scan_now_locked(&t) != 0) {
+        reply("error not every thread of the program could be stopped: no scan");
+        return;
+    }
+    hl_fmt(out, sizeof out,
+           "ok scan time=%ld blocks=%lu definite=%lu/%lu indirect=%lu/%lu possible=%lu/%lu "
+           "reachable=%lu/%lu",
+           (long)at, (unsigned long)t.judged, (unsigned long)t.bytes[HL_LEAK_DEFINITE],
+           (unsigned long)t.blocks[HL_LEAK_DEFINITE], (unsigned long)t.bytes[HL_LEAK_INDIRECT],
+           (unsigned long)t.blocks[HL_LEAK_INDIRECT], (unsigned long)t.bytes[HL_LEAK_POSSIBLE],
+           (unsigned long)t.blocks[HL_LEAK_POSSIBLE], (unsigned long)t.bytes[HL_LEAK_REACHABLE],
+           (unsigned long)t.blocks[HL_LEAK_REACHABLE]);
+    reply(out);
+}
+
+static void execute(const char* cmd) {
+    char out[HL_CONTROL_REPLY];
+    const char* rest;
+    if (is_word(cmd, "hello", &rest) || is_word(cmd, "status", &rest)) {
+        char where[HL_SINK_WHERE];
+        sink_describe(where, sizeof where);
+        hl_fmt(out, sizeof out, "ok pid=%d live_blocks=%lu threads=%u marks=%u trace=%s",
+               (int)getpid(), (unsigned long)live_count(), thread_count(), nmarks, where);
+        reply(out);
+    } else if (is_word(cmd, "flush", &rest)) {
+        writer_flush_locked();
+        reply("ok");
+    } else if (is_word(cmd, "scan", &rest)) {
+        answer_scan();
+    } else if (is_word(cmd, "mark", &rest)) {
+        if (nmarks == HL_CONTROL_MARKS) {
+            reply("error no marks left");
+            return;
+        }
+        marks[nmarks++] = writer_now_ns();
+        writer_flush_locked();
+        hl_fmt(out, sizeof out, "ok mark=%u time=%ld", nmarks, (long)marks[nmarks - 1]);
+        reply(out);
+    } else if (is_word(cmd, "marktime", &rest)) {
+        unsigned long n = strtoul(rest, NULL, 10);
+        if (n == 0 || n > nmarks) {
+            hl_fmt(out, sizeof out, "error no mark %s (marks: %u)", rest, nmarks);
+            reply(out);
+            return;
+        }
+        hl_fmt(out, sizeof out, "ok mark=%lu time=%ld", n, (long)marks[n - 1]);
+        reply(out);
+    } else if (is_word(cmd, "quit", &rest)) {
+        drop_client();
+    } else {
+        hl_fmt(out, sizeof out, "error unknown command '%s'", cmd);
+        reply(out);
+    }
+}
+
+// A client, once it is the user's (the directory keeps others out; this says so again).
+static void take_client(void) {
+    int c = accept4(listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0)
+        return;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != (uid_t)syscall(SYS_geteuid) && cred.uid != 0)) {
+        close(c);
+        return;
+    }
+    sink_fd_take(&client, c);
+    line_len = 0;
+}
+
+void control_poll(void) {
+    if (!is_enabled || has_failed)
+        return;
+    int pid = (int)getpid();
+    if (open_pid != pid) {
+        if (open_socket(pid) != 0) {
+            has_failed = 1;
+            return;
+        }
+        open_pid = pid;
+    }
+    if (!sink_fd_is_own(&listener)) {
+        listener.fd = -1; // the program closed it and took the number: not ours to close
+        has_failed = 1;
+        return;
+    }
+    if (client.fd >= 0 && !sink_fd_is_own(&client))
+        client.fd = -1;
+    if (client.fd < 0)
+        take_client();
+    while (client.fd >= 0) {
+        ssize_t n = recv(client.fd, line + line_len, sizeof line - line_len, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            drop_client();
+            return;
+        }
+        if (n < 0)
+            return;
+        line_len += (size_t)n;
+        char* nl;
+        while (client.fd >= 0 && (nl = memchr(line, '\n', line_len)) != NULL) {
+            *nl = 0;
+            if (nl > line && nl[-1] == '\r')
+                nl[-1] = 0;
+            execute(line);
+            size_t used = (size_t)(nl + 1 - line);
+            memmove(line, nl + 1, line_len - used);
+            line_len -= used;
+        }
+        if (line_len == sizeof line) {
+            reply("error command too long");
+            drop_client();
+        }
+    }
+}
+
+void control_close(void) {
+    if (open_pid && open_pid == (int)getpid()) {
+        drop_client();
+        if (sink_fd_is_own(&listener))
+            sink_fd_close(&listener);
+        unlink(sock_path);
+    }
+    open_pid = 0;
+}
+
+void control_after_fork(void) {
+    sink_fd_close(&client); // the parent's: closing the child's copies leaves the parent's
+    sink_fd_close(&listener);
+    line_len = 0;
+    open_pid = 0;
+    has_failed = 0;
+    nmarks = 0;
+}

@@ -1,0 +1,76 @@
+// live_server DIR: a long-running server for the live tests. Writes its pid to DIR/pid, then
+// every 5 ms leaks 100 bytes from leak_early (200 bytes from leak_late once DIR/late exists),
+// keeps a 64-byte block on a list (still reachable) and makes a temporary. Ends with status 7,
+// printing "served N", once DIR/stop exists.
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+struct node {
+    struct node* next;
+    char pad[56];
+};
+static struct node* kept;
+
+static NOINLINE void leak_early(void) {
+    char* p = malloc(100);
+    memset(p, 1, 100);
+    keep(p);
+}
+
+static NOINLINE void leak_late(void) {
+    char* p = malloc(200);
+    memset(p, 2, 200);
+    keep(p);
+}
+
+static NOINLINE void keep_one(void) {
+    struct node* n = malloc(sizeof *n);
+    n->next = kept;
+    kept = n;
+}
+
+static int exists(const char* dir, const char* name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2)
+        return 2;
+    char path[4096], buf[32];
+    snprintf(path, sizeof path, "%s/pid.tmp", argv[1]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+    if (fd < 0 || write(fd, buf, (size_t)n) != n)
+        return 3;
+    close(fd);
+    char final[4096];
+    snprintf(final, sizeof final, "%s/pid", argv[1]);
+    rename(path, final);
+    long served = 0;
+    struct timespec ts = {0, 5000000L};
+    while (!exists(argv[1], "stop")) {
+        if (exists(argv[1], "late"))
+            leak_late();
+        else
+            leak_early();
+        NO_TAIL_CALL();
+        keep_one();
+        void* t = malloc(32);
+        keep(t);
+        free(t);
+        served++;
+        nanosleep(&ts, NULL);
+    }
+    n = snprintf(buf, sizeof buf, "served %ld\n", served > 0 ? 1L : 0L);
+    say(buf);
+    return 7;
+}
