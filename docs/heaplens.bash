@@ -5,7 +5,7 @@ _heaplens() {
     local cmd=${COMP_WORDS[1]}
     [[ ${COMP_WORDS[0]##*/} == heaplens-memcheck ]] && cmd=memcheck
     if [[ $COMP_CWORD -eq 1 && $cmd != memcheck ]]; then
-        COMPREPLY=($(compgen -W "run report diff html memcheck server --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "run report diff html memcheck server shell --help --version" -- "$cur"))
         return
     fi
     # after the program (run: after --; memcheck: the first word that is no option) complete
@@ -36,13 +36,14 @@ _heaplens() {
         --sysroot --debug-dir -q --quiet -h --help"
     local words
     case $cmd in
-    run) words="-o --output -d --depth --guard= --sample-interval= --remote --remote-token --no-follow --no-scan
+    run) words="-o --output -d --depth --guard= --sample-interval= --remote --remote-token --no-follow --no-scan --no-control
         --no-release-stacks $report --" ;;
     report) words="$report --summary --top --sort --histogram --timeline --threads --from --to
         --filter --buckets --collapsed --metric --flamegraph --pprof --massif" ;;
     diff) words="--json --html --sort -n --sysroot -q --quiet -h --help" ;;
     html) words="-o --output -h --help" ;;
     server) words="--listen -o --token --count --duration -q --quiet -h --help" ;;
+    shell) words="--socket --show-leak-kinds= --suppressions= --sysroot --debug-dir -h --help" ;;
     memcheck) words="--leak-check=no --leak-check=summary --leak-check=full --show-leak-kinds=
         --errors-for-leak-kinds= --show-reachable=yes --show-possibly-lost=no --error-exitcode=
         --log-file= --log-fd= --log-socket= --xml=yes --xml-file= --xml-fd= --xml-socket=

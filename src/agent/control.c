@@ -145,9 +145,10 @@ static void execute(const char* cmd) {
     const char* rest;
     if (is_word(cmd, "hello", &rest) || is_word(cmd, "status", &rest)) {
         char where[HL_SINK_WHERE];
-        sink_describe(where, sizeof where);
-        hl_fmt(out, sizeof out, "ok pid=%d live_blocks=%lu threads=%u marks=%u trace=%s",
-               (int)getpid(), (unsigned long)live_count(), thread_count(), nmarks, where);
+        int fd = sink_describe(where, sizeof where);
+        hl_fmt(out, sizeof out,
+               "ok pid=%d live_blocks=%lu threads=%u marks=%u trace_fd=%d trace=%s",
+               (int)getpid(), (unsigned long)live_count(), thread_count(), nmarks, fd, where);
         reply(out);
     } else if (is_word(cmd, "flush", &rest)) {
         writer_flush_locked();

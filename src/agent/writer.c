@@ -797,14 +797,16 @@ void writer_flush_locked(void) {
 
 #define HL_SCAN_NOW_TRIES 8 // stops of the world a scan tries before it gives up
 
-// As trace_begin_again: the world is stopped once no thread waits for ring space, so that every
-// event made before the scan is in the trace before it. The writer's own stack and registers
-// are the agent's: its roots are none (the program's threads are all parked, with theirs).
+// Every event made before the scan is in the trace before it, but for one per thread parked
+// waiting for ring space (a program allocating flat out on many threads always has some):
+// its block is judged by the scan as it is in the live table, and its event follows the scan.
+// The writer's own stack and registers are the agent's: its roots are none (the program's
+// threads are all parked, with theirs).
 int writer_scan_now_locked(hl_scan_tally_t* tally) {
     for (int tries = 1;; tries++) {
         int all = scan_stop_world();
         drain_noting_age();
-        if (all && !atomic_load(&ring_waiters))
+        if (all)
             break;
         scan_resume_world();
         if (tries == HL_SCAN_NOW_TRIES)

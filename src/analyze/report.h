@@ -25,6 +25,7 @@ typedef struct report_opts_s {
     size_t nchildren;
     int exit_status;         // from waitpid, -1 unknown
     int exit_signal;         // 0 none
+    int is_live;             // text: the process runs on (heaplens shell): the heap is "now"
     // JSON only. Stacks written through this table (json_frames.h) when set; each report
     // otherwise makes its own, inline. The HTML page's data passes one that writes indices.
     struct json_frames_s* frames;

@@ -80,7 +80,7 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (m->read.is_truncated || m->read.is_corrupt)
         fprintf(out, P "trace cut short (%s): the report covers what was written\n",
                 m->read.message);
-    else if (!model_is_complete(m))
+    else if (!model_is_complete(m) && !o->is_live)
         fprintf(out, P "%s\n", model_incomplete_reason(m));
     if (m->info_flags & HL_INFO_HEAP_UNTRACED)
         fprintf(out, P "heap NOT traced: the program defines its own allocator and no call to it "
@@ -115,7 +115,7 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     report_commas(a, sizeof a, m->heap_bytes);
     report_commas(b, sizeof b, m->heap_blocks);
     fprintf(out, P "HEAP SUMMARY:\n");
-    fprintf(out, P "    in use at exit: %s bytes in %s blocks\n", a, b);
+    fprintf(out, P "    in use %s: %s bytes in %s blocks\n", o->is_live ? "now" : "at exit", a, b);
     report_commas(a, sizeof a, m->allocations);
     report_commas(b, sizeof b, m->frees);
     report_commas(d, sizeof d, m->bytes_allocated);

@@ -45,6 +45,9 @@ int cli_trace_is_corrupt(const char* trace, const model_t* m);
 // Are there definitely or indirectly lost blocks (after suppressions) or heap errors?
 int cli_trace_has_errors(cli_trace_t* t);
 void cli_trace_close(cli_trace_t* t);
+// Set by heaplens shell: the traces it reads are still being written, so that they have no end
+// yet is not worth a line.
+extern int cli_trace_is_live;
 
 // Load the trace, print the report (stderr) and JSON. *has_errors tells whether definite or
 // indirect leaks or heap errors exist. Returns 0, or 1 after printing one error line.
@@ -65,7 +68,7 @@ const char* cli_option_value(int argc, char** argv, int* i, const char* name, in
 // heaplens run's settings (cmd_run.c); heaplens memcheck fills them in from Valgrind's options.
 typedef struct cli_run_opts_s {
     const char* output;
-    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks;
+    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control;
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
     cli_report_opts_t report;
@@ -96,6 +99,8 @@ int cmd_report(int argc, char** argv);
 int cmd_diff(int argc, char** argv); // cmd_diff.c
 int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json
 int cmd_server(int argc, char** argv); // cmd_server.c: the collector of remote traces
+int cmd_shell(int argc, char** argv);  // cmd_shell.c: talk to a traced process while it runs
+void cli_usage_shell(FILE* out);
 
 // Each command's usage (main.c; diff's and memcheck's are in their files), for -h and --help.
 void cli_usage_run(FILE* out);

@@ -240,7 +240,7 @@ static int report_views(const char* trace, const cli_report_opts_t* o, views_t* 
         // the usual report would say so; the views alone must too
         cli_error("%s: trace cut short (%s): the report covers what was written", trace,
                   t.m->read.message);
-    } else if (!model_is_complete(t.m)) {
+    } else if (!model_is_complete(t.m) && !cli_trace_is_live) {
         cli_error("%s: %s", trace, model_incomplete_reason(t.m));
     }
     if (has_view(w) && !json_stdout) {

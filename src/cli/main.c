@@ -51,6 +51,7 @@ void cli_usage_run(FILE* out) {
           "  --no-follow              do not trace forked children or exec'd programs (and keep\n"
           "                           heaplens out of their environment)\n"
           "  --no-scan                skip the reachability scan at exit\n"
+          "  --no-control             no control socket (heaplens shell cannot reach it)\n"
           "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
           "                           only the allocation and the second release)\n"
           "  -h, --help               this help\n",
@@ -100,6 +101,7 @@ static void usage(FILE* out) {
           "       heaplens html REPORT.json [-o PAGE.html]\n"
           "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
           "       heaplens server --listen ADDR [-o DIR] [--token FILE]   (the collector)\n"
+          "       heaplens shell PID       (talk to a traced process while it runs)\n"
           "       heaplens --version\n"
           "'heaplens COMMAND --help' lists a command's options; run's and report's are:\n"
           "\n",
@@ -355,6 +357,8 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     return status;
 }
 
+int cli_trace_is_live;
+
 int cli_is_help(const char* a) {
     return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
@@ -366,6 +370,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},   {"report", cmd_report},     {"diff", cmd_diff},
     {"html", cmd_html}, {"memcheck", cmd_memcheck}, {"server", cmd_server},
+    {"shell", cmd_shell},
 };
 
 int main(int argc, char** argv) {

@@ -1,9 +1,12 @@
-// live_server DIR: a long-running server for the live tests. Writes its pid to DIR/pid, then
-// every 5 ms leaks 100 bytes from leak_early (200 bytes from leak_late once DIR/late exists),
-// keeps a 64-byte block on a list (still reachable) and makes a temporary. Ends with status 7,
-// printing "served N", once DIR/stop exists.
+// live_server DIR [THREADS]: a long-running server for the live tests. Writes its pid to
+// DIR/pid, then every 5 ms leaks 100 bytes from leak_early (200 bytes from leak_late once
+// DIR/late exists), keeps a 64-byte block on a list (still reachable) and makes a temporary;
+// THREADS workers (default 0) allocate and release meanwhile, 16 blocks every 0.2 ms each. Ends with status 7,
+// printing "served 1", once DIR/stop exists.
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,22 @@ static NOINLINE void keep_one(void) {
     kept = n;
 }
 
+static atomic_int stopping;
+
+static void* worker(void* arg) {
+    (void)arg;
+    void* held[16];
+    struct timespec ts = {0, 200000L};
+    while (!atomic_load(&stopping)) {
+        nanosleep(&ts, NULL);
+        for (int i = 0; i < 16; i++)
+            held[i] = malloc(16 + 16 * (size_t)i);
+        for (int i = 0; i < 16; i++)
+            free(held[i]);
+    }
+    return NULL;
+}
+
 static int exists(const char* dir, const char* name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -55,6 +74,12 @@ int main(int argc, char** argv) {
     char final[4096];
     snprintf(final, sizeof final, "%s/pid", argv[1]);
     rename(path, final);
+    int nthreads = argc > 2 ? atoi(argv[2]) : 0;
+    pthread_t th[64];
+    if (nthreads > 64)
+        nthreads = 64;
+    for (int i = 0; i < nthreads; i++)
+        pthread_create(&th[i], NULL, worker, NULL);
     long served = 0;
     struct timespec ts = {0, 5000000L};
     while (!exists(argv[1], "stop")) {
@@ -70,6 +95,9 @@ int main(int argc, char** argv) {
         served++;
         nanosleep(&ts, NULL);
     }
+    atomic_store(&stopping, 1);
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
     n = snprintf(buf, sizeof buf, "served %ld\n", served > 0 ? 1L : 0L);
     say(buf);
     return 7;

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: MIT
+// cmd_shell.c - heaplens shell PID: talk to a traced process while it runs, through its control
+// socket (src/agent/control.c). The process answers small things (it scans, marks, flushes);
+// everything a user reads is made here, from its trace file as far as it is written, by the
+// same code as `heaplens report`, so the shell's views are report's views.
+//
+// Interactive on a terminal (a prompt; `help` lists the commands), scriptable from stdin.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define SHELL_LINE 4096    // a command line, and an answer from the process
+#define SHELL_TOP_DEFAULT 10
+
+typedef struct shell_s {
+    long pid;
+    FILE* to;   // the control socket, both ways
+    FILE* from;
+    char trace[PATH_MAX]; // what the shell reads: /proc/PID/fd/N, or the trace's path
+    cli_report_opts_t report;
+    int64_t last_scan_ns; // the previous scan's time (-1: none yet)
+} shell_t;
+
+void cli_usage_shell(FILE* out) {
+    fputs("usage: heaplens shell [options] PID\n"
+          "Talk to a process heaplens traces while it runs: scan it for leaks, see its biggest\n"
+          "call sites, mark a moment and see what is still live from after it. Commands come\n"
+          "from the terminal (a prompt) or from standard input, one per line.\n"
+          "shell options:\n"
+          "  --socket PATH            the process's control socket (default:\n"
+          "                           $TMPDIR/heaplens-UID/ctl.PID, TMPDIR defaulting to /tmp)\n"
+          "  --show-leak-kinds=LIST   as report's, for `leaks`\n"
+          "  --suppressions=FILE      as report's\n"
+          "  --sysroot DIR, --debug-dir DIR   as report's\n"
+          "  -h, --help               this help\n"
+          "commands: type `help` in the shell.\n",
+          out);
+}
+
+static const char shell_help[] =
+    "status                 the process, its heap now (totals, peak), its trace\n"
+    "top [N] [sort KEY]     the N biggest call sites (KEY: allocations, bytes, peak, leaked,\n"
+    "                       temporary)\n"
+    "leaks                  scan the running process for leaks now; the leak records\n"
+    "mark                   mark this moment: prints the mark's number\n"
+    "since MARK [N]         what is still live from after MARK, by call site\n"
+    "dump FILE              the report of now: FILE.html a page, anything else JSON\n"
+    "flush                  write everything the process has recorded to its trace\n"
+    "help                   this list\n"
+    "quit                   leave (the process runs on)\n";
+
+// The socket's path by the agent's rule (control.c).
+static void default_socket(char* out, size_t cap, long pid) {
+    const char* tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/' || strlen(tmp) + 32 > sizeof(((struct sockaddr_un*)0)->sun_path) - 16)
+        tmp = "/tmp";
+    snprintf(out, cap, "%s/heaplens-%u/ctl.%ld", tmp, (unsigned)geteuid(), pid);
+}
+
+// Sends a command, reads its one-line answer into out: 0 for "ok ...", 1 for "error ..." (the
+// rest printed), -1 when the process is gone (said).
+static int ask(shell_t* s, const char* cmd, char* out, size_t cap) {
+    if (fprintf(s->to, "%s\n", cmd) < 0 || fflush(s->to) != 0 || !fgets(out, (int)cap, s->from)) {
+        cli_error("process %ld: the connection ended (the process exited?)", s->pid);
+        return -1;
+    }
+    out[strcspn(out, "\r\n")] = 0;
+    if (!strncmp(out, "ok", 2))
+        return 0;
+    fprintf(stdout, "%s\n", !strncmp(out, "error ", 6) ? out + 6 : out);
+    return 1;
+}
+
+// "key=value" in an answer: the value up to the next space (the trace's path is last and may
+// hold spaces: key "trace" takes the rest).
+static int field(const char* answer, const char* key, char* out, size_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=", key);
+    const char* at = strstr(answer, pat);
+    if (!at)
+        return -1;
+    at += strlen(pat);
+    size_t n = strcmp(key, "trace") == 0 ? strlen(at) : strcspn(at, " ");
+    if (n >= cap)
+        return -1;
+    memcpy(out, at, n);
+    out[n] = 0;
+    return 0;
+}
+
+static int flush_trace(shell_t* s) {
+    char ans[SHELL_LINE];
+    return ask(s, "flush", ans, sizeof ans) == 0 ? 0 : -1;
+}
+
+// Runs `heaplens report` with these arguments and the trace; its views print on stdout.
+static int run_report(shell_t* s, const char* const* args, int nargs) {
+    char* argv[32];
+    int argc = 0;
+    argv[argc++] = "report";
+    for (int i = 0; i < nargs && argc < 24; i++)
+        argv[argc++] = (char*)args[i];
+    if (s->report.sysroot) {
+        argv[argc++] = "--sysroot";
+        argv[argc++] = (char*)s->report.sysroot;
+    }
+    for (int i = 0; i < s->report.ndebug_dirs && argc < 30; i++) {
+        argv[argc++] = "--debug-dir";
+        argv[argc++] = (char*)s->report.debug_dirs[i];
+    }
+    argv[argc++] = s->trace;
+    argv[argc] = NULL;
+    int rc = cmd_report(argc, argv);
+    fflush(stdout);
+    return rc;
+}
+
+static void cmd_status(shell_t* s) {
+    char ans[SHELL_LINE], blocks[32], threads[32], where[PATH_MAX];
+    if (ask(s, "status", ans, sizeof ans) != 0)
+        return;
+    if (field(ans, "live_blocks", blocks, sizeof blocks) || field(ans, "threads", threads, sizeof threads) ||
+        field(ans, "trace", where, sizeof where))
+        return;
+    printf("process %ld: %s live blocks, %s threads, trace %s\n", s->pid, blocks, threads,
+           where[0] ? where : "(none yet)");
+    if (flush_trace(s) == 0)
+        run_report(s, (const char*[]){"--summary"}, 1);
+}
+
+static void cmd_top(shell_t* s, char* args) {
+    const char* n = "10";
+    const char* key = "bytes";
+    for (char* w = strtok(args, " "); w; w = strtok(NULL, " ")) {
+        if (!strcmp(w, "sort")) {
+            char* k = strtok(NULL, " ");
+            if (!k) {
+                printf("top: sort what? (allocations, bytes, peak, leaked, temporary)\n");
+                return;
+            }
+            key = k;
+        } else {
+            n = w;
+        }
+    }
+    if (flush_trace(s) == 0)
+        run_report(s, (const char*[]){"--top", n, "--sort", key}, 4);
+}
+
+static void cmd_leaks(shell_t* s, char* args) {
+    char ans[SHELL_LINE], when[32];
+    if (args[0] && strcmp(args, "all") != 0) {
+        printf("leaks: expected `leaks` or `leaks all`, got '%s'\n", args);
+        return;
+    }
+    if (ask(s, "scan", ans, sizeof ans) != 0 || field(ans, "time", when, sizeof when) != 0)
+        return;
+    s->last_scan_ns = strtoll(when, NULL, 10);
+    cli_trace_t t;
+    if (cli_trace_open(&t, s->trace, &s->report) != 0)
+        return;
+    report_opts_t ro = {
+        .show_kinds = s->report.show_kinds,
+        .max_records = 25,
+        .supp = t.supp,
+        .trace_path = s->trace,
+        .exit_status = -1,
+        .is_live = 1,
+    };
+    printf("scan at %.3f ms\n", (double)s->last_scan_ns / 1e6);
+    report_text(stdout, t.ctx, &ro);
+    fflush(stdout);
+    cli_trace_close(&t);
+}
+
+static void cmd_mark(shell_t* s) {
+    char ans[SHELL_LINE], n[32], when[32];
+    if (ask(s, "mark", ans, sizeof ans) != 0 || field(ans, "mark", n, sizeof n) ||
+        field(ans, "time", when, sizeof when))
+        return;
+    printf("mark %s at %.3f ms\n", n, (double)strtoll(when, NULL, 10) / 1e6);
+}
+
+static void cmd_since(shell_t* s, char* args) {
+    char* mark = strtok(args, " ");
+    char* n = strtok(NULL, " ");
+    if (!mark) {
+        printf("since: which mark? (`mark` makes one)\n");
+        return;
+    }
+    char cmd[64], ans[SHELL_LINE], when[32], from[48];
+    snprintf(cmd, sizeof cmd, "marktime %s", mark);
+    if (ask(s, cmd, ans, sizeof ans) != 0 || field(ans, "time", when, sizeof when))
+        return;
+    snprintf(from, sizeof from, "%sns", when);
+    if (flush_trace(s) == 0)
+        run_report(s, (const char*[]){"--from", from, "--top", n ? n : "10", "--sort", "leaked"},
+                   6);
+}
+
+static void cmd_dump(shell_t* s, char* args) {
+    if (!args[0]) {
+        printf("dump: to which file? (FILE.html: a page; else JSON)\n");
+        return;
+    }
+    size_t n = strlen(args);
+    int is_html = n > 5 && !strcmp(args + n - 5, ".html");
+    if (flush_trace(s) == 0 &&
+        run_report(s, (const char*[]){"-q", is_html ? "--html" : "--json", args}, 3) == 0)
+        printf("wrote %s\n", args);
+}
+
+// One command line; 1 when the shell ends.
+static int execute(shell_t* s, char* line) {
+    line[strcspn(line, "\r\n")] = 0;
+    char* cmd = line;
+    while (*cmd == ' ' || *cmd == '\t')
+        cmd++;
+    if (!*cmd || *cmd == '#')
+        return 0;
+    char* args = cmd + strcspn(cmd, " \t");
+    if (*args)
+        *args++ = 0;
+    while (*args == ' ' || *args == '\t')
+        args++;
+    char ans[SHELL_LINE];
+    if (!strcmp(cmd, "quit") || !strcmp(cmd, "exit"))
+        return 1;
+    if (!strcmp(cmd, "help"))
+        fputs(shell_help, stdout);
+    else if (!strcmp(cmd, "status"))
+        cmd_status(s);
+    else if (!strcmp(cmd, "top"))
+        cmd_top(s, args);
+    else if (!strcmp(cmd, "leaks"))
+        cmd_leaks(s, args);
+    else if (!strcmp(cmd, "mark"))
+        cmd_mark(s);
+    else if (!strcmp(cmd, "since"))
+        cmd_since(s, args);
+    else if (!strcmp(cmd, "dump"))
+        cmd_dump(s, args);
+    else if (!strcmp(cmd, "flush")) {
+        if (ask(s, "flush", ans, sizeof ans) == 0)
+            printf("flushed\n");
+    } else
+        printf("unknown command '%s' (help lists them)\n", cmd);
+    fflush(stdout);
+    return 0;
+}
+
+static int connect_to(shell_t* s, const char* path) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path) {
+        cli_error("shell: socket path too long: %s", path);
+        return 1;
+    }
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        if (kill((pid_t)s->pid, 0) != 0 && errno == ESRCH)
+            cli_error("shell: no process %ld", s->pid);
+        else if (err == ENOENT || err == ECONNREFUSED)
+            cli_error("shell: process %ld is not traced by heaplens (no control socket at %s)",
+                      s->pid, path);
+        else
+            cli_error("shell: cannot connect to %s: %s", path, strerror(err));
+        return 1;
+    }
+    int fd2 = dup(fd);
+    s->to = fdopen(fd, "w");
+    s->from = fd2 >= 0 ? fdopen(fd2, "r") : NULL;
+    if (!s->to || !s->from) {
+        cli_error("shell: out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+// The trace, as the process wrote it: through its descriptor when this user may (any
+// directory, even after a rename), else by its path (relative: to the process's directory).
+static int find_trace(shell_t* s) {
+    char ans[SHELL_LINE], fd[32], where[PATH_MAX];
+    if (ask(s, "hello", ans, sizeof ans) != 0)
+        return 1;
+    if (field(ans, "trace_fd", fd, sizeof fd) || field(ans, "trace", where, sizeof where)) {
+        cli_error("shell: process %ld answered in a way this heaplens does not know: %s", s->pid,
+                  ans);
+        return 1;
+    }
+    if (where[0] == '@') {
+        cli_error("shell: process %ld sends its trace to the collector at %s: run the shell "
+                  "where it writes the trace",
+                  s->pid, where + 1);
+        return 1;
+    }
+    snprintf(s->trace, sizeof s->trace, "/proc/%ld/fd/%s", s->pid, fd);
+    if (atoi(fd) >= 0 && access(s->trace, R_OK) == 0)
+        return 0;
+    int n = where[0] == '/' ? snprintf(s->trace, sizeof s->trace, "%s", where)
+                            : snprintf(s->trace, sizeof s->trace, "/proc/%ld/cwd/%.*s", s->pid,
+                                       PATH_MAX - 64, where);
+    if (n < 0 || (size_t)n >= sizeof s->trace) {
+        cli_error("shell: the trace's path is too long: %s", where);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_shell(int argc, char** argv) {
+    shell_t s = {.pid = -1, .last_scan_ns = -1};
+    cli_report_defaults(&s.report);
+    const char* sock = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            cli_usage_shell(stdout);
+            return 0;
+        }
+        int missing = 0;
+        const char* v = cli_option_value(argc, argv, &i, "--socket", &missing);
+        if (missing) {
+            cli_error("shell: --socket needs a path");
+            return 2;
+        }
+        if (v) {
+            sock = v;
+            continue;
+        }
+        // Of report's options, those that shape what the shell shows.
+        static const char* const taken[] = {"--show-leak-kinds", "--suppressions", "--sysroot",
+                                            "--debug-dir"};
+        int r = 0;
+        for (size_t k = 0; k < sizeof taken / sizeof *taken && !r; k++)
+            if (!strncmp(argv[i], taken[k], strlen(taken[k])))
+                r = cli_report_option(argc, argv, &i, &s.report);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        char* end;
+        long pid = strtol(argv[i], &end, 10);
+        if (argv[i][0] == '-' || *end || pid <= 0 || s.pid > 0) {
+            cli_error("shell: expected one PID, got '%s' (usage: heaplens shell [options] PID)",
+                      argv[i]);
+            return 2;
+        }
+        s.pid = pid;
+    }
+    if (s.pid <= 0) {
+        cli_error("shell: which process? usage: heaplens shell [options] PID");
+        return 2;
+    }
+    char path[PATH_MAX];
+    if (!sock) {
+        default_socket(path, sizeof path, s.pid);
+        sock = path;
+    }
+    signal(SIGPIPE, SIG_IGN); // a process that exits mid-command: said, not a silent death
+    cli_trace_is_live = 1;
+    if (connect_to(&s, sock) != 0 || find_trace(&s) != 0)
+        return 1;
+    int is_tty = isatty(0);
+    char line[SHELL_LINE];
+    int rc = 0;
+    for (;;) {
+        if (is_tty) {
+            printf("heaplens %ld> ", s.pid);
+            fflush(stdout);
+        }
+        if (!fgets(line, sizeof line, stdin))
+            break;
+        if (execute(&s, line))
+            break;
+        if (ferror(s.from) || feof(s.from)) {
+            rc = 1;
+            break;
+        }
+    }
+    fprintf(s.to, "quit\n");
+    fclose(s.to);
+    fclose(s.from);
+    return rc;
+}

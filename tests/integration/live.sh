@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# live.sh BUILD_DIR - talking to a traced process while it runs: its control socket (private,
+# gone with the process), `heaplens shell` scripted from stdin and interactive in tmux (status,
+# top, leaks, mark / since, dump, quit), live scans while 8 threads allocate, and the program
+# unharmed by all of it (its output and exit status).
+# One line per check, "PASS name" or "FAIL name: reason"; the last line is "N passed, N failed".
+set -u
+
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "FAIL setup: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
+HL=$BUILD/heaplens
+PROGS=$BUILD/programs
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-live.XXXXXX")
+chmod 700 "$WORK"
+RUNS=()
+TMUX_SOCK=heaplens-live-$$
+cleanup() {
+    local p
+    for p in "${RUNS[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+    tmux -L "$TMUX_SOCK" kill-server 2>/dev/null
+    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+PASSED=0
+FAILED=0
+
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+finish() { echo "$PASSED passed, $FAILED failed"; [ "$FAILED" -eq 0 ]; exit $?; }
+ok() { # ok NAME WHY COMMAND...
+    local name=$1 why=$2
+    shift 2
+    if "$@"; then pass "$name"; else fail "$name" "$why"; fi
+}
+[ -x "$HL" ] && [ -x "$PROGS/live_server" ] || { fail setup "build $HL and the test programs first"; finish; }
+SOCKDIR=${TMPDIR:-/tmp}
+case $SOCKDIR in /*) ;; *) SOCKDIR=/tmp ;; esac
+SOCKDIR=$SOCKDIR/heaplens-$(id -u)
+
+# start NAME [THREADS] [RUN_OPTION...]: live_server under heaplens run in $WORK/NAME; sets PID
+# (the program's) and RUN (heaplens run's).
+start() {
+    local name=$1 threads=${2:-0}
+    shift 2 2>/dev/null
+    local d=$WORK/$name
+    mkdir -p "$d"
+    (cd "$d" && timeout -k 5 120 "$HL" run -q -o "$d/t.hl" "$@" -- "$PROGS/live_server" "$d" "$threads" \
+        >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+    RUN=$!
+    RUNS+=("$RUN")
+    PID=""
+    for _ in $(seq 1 250); do
+        [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+# stop NAME: ends the server, waits for heaplens run
+stop() {
+    touch "$WORK/$1/stop"
+    for _ in $(seq 1 500); do [ -s "$WORK/$1/status" ] && return 0; sleep 0.02; done
+    return 1
+}
+# shell NAME COMMANDS: heaplens shell PID with COMMANDS on stdin; output in $WORK/NAME/sh.N
+SH_N=0
+shell() {
+    SH_N=$((SH_N + 1))
+    SH=$WORK/$1/sh.$SH_N
+    printf '%b' "$2" | timeout 60 "$HL" shell "$PID" >"$SH" 2>"$SH.err"
+    SH_STATUS=$?
+}
+
+# ---------------------------------------------------------------------------------------------
+# The socket: private, answers, goes away with the process
+# ---------------------------------------------------------------------------------------------
+if start basic 0; then
+    pass "basic: the control socket appears"
+else
+    fail "basic: the control socket appears" "no $SOCKDIR/ctl.<pid>; $(head -c 300 "$WORK/basic/err")"
+    finish
+fi
+ok "socket directory is 0700 and the user's" "$(stat -c '%a %u' "$SOCKDIR")" \
+    [ "$(stat -c '%a %u' "$SOCKDIR")" = "700 $(id -u)" ]
+ok "socket is 0600" "$(stat -c '%a' "$SOCKDIR/ctl.$PID")" [ "$(stat -c '%a' "$SOCKDIR/ctl.$PID")" = 600 ]
+BASIC_PID=$PID
+
+shell basic 'status\nleaks\n'
+ok "status: the process, its live blocks and trace" "$(head -3 "$SH")" \
+    grep -qE "^process $PID: [0-9]+ live blocks, 1 threads, trace $WORK/basic/t.hl" "$SH"
+ok "status: report's summary of the trace so far" "$(head -5 "$SH")" \
+    grep -q "^SUMMARY of $PROGS/live_server (pid $PID)" "$SH"
+ok "leaks: a scan of the running process" "$(cat "$SH")" grep -qE "^scan at [0-9.]+ ms" "$SH"
+ok "leaks: the heap now, not at exit" "$(grep 'in use' "$SH")" grep -q "==heaplens==     in use now: " "$SH"
+ok "leaks: leak_early's blocks definitely lost, by stack" "$(grep -A1 'definitely lost in' "$SH")" \
+    bash -c "grep -A1 'are definitely lost in loss record' '$SH' | grep -q 'leak_early (tests/programs/live_server.c'"
+ok "leaks: the kept list still reachable" "$(grep 'still reachable' "$SH")" \
+    grep -qE "still reachable: [1-9][0-9,]* bytes in [1-9][0-9,]* blocks" "$SH"
+ok "leaks: no leak_late yet" "" bash -c "! grep -q leak_late '$SH'"
+ok "leaks: no word of a missing end (the process runs on)" "$(cat "$SH.err")" bash -c "! grep -q 'no end' '$SH' '$SH.err'"
+ok "shell: status 0, nothing on stderr" "status $SH_STATUS; $(cat "$WORK/basic/sh.1.err")" \
+    bash -c "[ $SH_STATUS = 0 ] && [ ! -s '$WORK/basic/sh.1.err' ]"
+
+# The server leaks from leak_late from now on; after the mark only leak_late leaks: since 1
+# lists it and not leak_early (its loop looks for the file every 5 ms).
+touch "$WORK/basic/late"
+sleep 0.3
+shell basic 'mark\n'
+ok "mark: mark 1" "$(tail -1 "$SH")" grep -qE "^mark 1 at [0-9.]+ ms" "$SH"
+sleep 0.3
+shell basic 'since 1 5\ntop 3 sort leaked\ndump '"$WORK"'/basic/now.json\ndump '"$WORK"'/basic/now.html\nbogus\n'
+since=$(awk '/^TOP 5 CALL SITES BY leaked/,/^$/' "$SH")
+ok "since 1: leak_late's site first" "$since" bash -c "sed -n 3,4p <<<'$since' | grep -q 'at leak_late '"
+ok "since 1: leak_early is not there (nothing of it was allocated after the mark)" "$since" \
+    bash -c "! grep -q 'leak_early' <<<'$since'"
+top=$(awk '/^TOP 3 CALL SITES BY leaked/,/^$/' "$SH")
+ok "top 3 sort leaked: both leaking sites" "$top" bash -c "grep -q 'at leak_late ' <<<'$top' && grep -q 'at leak_early ' <<<'$top'"
+ok "dump FILE.json: report's JSON of now" "$(grep wrote "$SH")" \
+    python3 -c "import json,sys; j=json.load(open('$WORK/basic/now.json')); sys.exit(0 if j['process']['pid']==$PID else 1)"
+ok "dump FILE.html: a page" "" grep -q "<html" "$WORK/basic/now.html"
+ok "an unknown command: one line, the shell goes on" "$(tail -1 "$SH")" \
+    grep -q "^unknown command 'bogus' (help lists them)" "$SH"
+
+# Two scans: the second has the later leaks too; the exit report agrees with a scan made late.
+shell basic 'leaks\n'
+n1=$(sed -n 's/.*definitely lost: [0-9,]* bytes in \([0-9,]*\) blocks/\1/p' "$SH" | tr -d ,)
+ok "leaks again: leak_late now definitely lost too" "$(grep -A1 'definitely lost in' "$SH")" \
+    bash -c "grep -A1 'are definitely lost in loss record' '$SH' | grep -q 'leak_late (tests/programs/live_server.c'"
+
+ok "basic: the program ends as it would alone" "" stop basic
+ok "basic: its exit status (7) and output" "status $(cat "$WORK/basic/status"); $(cat "$WORK/basic/out")" \
+    bash -c "[ \"\$(cat '$WORK/basic/status')\" = 7 ] && [ \"\$(cat '$WORK/basic/out')\" = 'served 1' ]"
+ok "basic: the socket is gone with the process" "" bash -c "[ ! -e '$SOCKDIR/ctl.$BASIC_PID' ]"
+"$HL" report --json "$WORK/basic/final.json" -q "$WORK/basic/t.hl" 2>"$WORK/basic/report.err"
+ok "basic: the trace with live scans in it reports as usual: complete, exit scan" "$(cat "$WORK/basic/report.err")" \
+    python3 -c "
+import json,sys
+j=json.load(open('$WORK/basic/final.json'))
+d=j['leaks']['definitely_lost']['blocks']
+sys.exit(0 if j['trace_complete'] and j['end']['how']=='exit' and d >= $n1 else 1)"
+
+# ---------------------------------------------------------------------------------------------
+# Refusals: one line, status 1
+# ---------------------------------------------------------------------------------------------
+sleep 60 &
+PLAIN=$!
+"$HL" shell "$PLAIN" >"$WORK/plain.out" 2>"$WORK/plain.err"
+st=$?
+kill "$PLAIN" 2>/dev/null
+ok "shell on an untraced process: one line, status 1" "status $st; $(cat "$WORK/plain.err")" \
+    bash -c "[ $st = 1 ] && [ \$(wc -l <'$WORK/plain.err') = 1 ] && grep -q 'is not traced by heaplens' '$WORK/plain.err'"
+"$HL" shell 999999999 >"$WORK/gone.out" 2>"$WORK/gone.err"
+st=$?
+ok "shell on a pid that is gone: one line, status 1" "status $st; $(cat "$WORK/gone.err")" \
+    bash -c "[ $st = 1 ] && [ \$(wc -l <'$WORK/gone.err') = 1 ] && grep -q 'no process 999999999' '$WORK/gone.err'"
+"$HL" shell >"$WORK/nopid.out" 2>"$WORK/nopid.err"
+st=$?
+ok "shell without a pid: usage line, status 2" "status $st" bash -c "[ $st = 2 ] && grep -q 'which process' '$WORK/nopid.err'"
+
+if start nocontrol 0 --no-control; then
+    fail "control=0: no socket" "ctl.$PID exists"
+else
+    ok "control=0: no socket, the program runs" "" bash -c "[ -s '$WORK/nocontrol/pid' ]"
+fi
+stop nocontrol
+
+# ---------------------------------------------------------------------------------------------
+# Live scans while 8 threads allocate
+# ---------------------------------------------------------------------------------------------
+if start threads 8; then
+    shell threads 'leaks\nleaks\nleaks\nstatus\n'
+    ok "8 threads: three scans, each with leak_early's record" "$(grep -c 'definitely lost in loss record' "$SH") records; $(cat "$SH.err")" \
+        bash -c "[ \$(grep -A1 'definitely lost in loss record' '$SH' | grep -c 'at .*leak_early') = 3 ]"
+    ok "8 threads: status counts 9 threads" "$(grep '^process' "$SH")" grep -qE "^process $PID: [0-9]+ live blocks, 9 threads" "$SH"
+    ok "8 threads: the program ends as it would alone" "" stop threads
+    ok "8 threads: exit status 7, its output" "status $(cat "$WORK/threads/status")" \
+        bash -c "[ \"\$(cat '$WORK/threads/status')\" = 7 ] && [ \"\$(cat '$WORK/threads/out')\" = 'served 1' ]"
+    "$HL" report --json "$WORK/threads/final.json" -q "$WORK/threads/t.hl" 2>/dev/null
+    ok "8 threads: the trace is complete, ended by the exit, every worker's block released" "" \
+        python3 -c "
+import json,sys
+j=json.load(open('$WORK/threads/final.json'))
+live={tuple(f['function'] for f in r['stack'][:1]) for r in j['leak_records']}
+sys.exit(0 if j['trace_complete'] and j['end']['how']=='exit' and ('worker',) not in live else 1)"
+else
+    fail "8 threads: start" "$(head -c 300 "$WORK/threads/err")"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Interactive, in a terminal (tmux)
+# ---------------------------------------------------------------------------------------------
+if command -v tmux >/dev/null 2>&1; then
+    if start tty 0; then
+        tmux -L "$TMUX_SOCK" new-session -d -x 160 -y 50 "$HL shell $PID; echo SHELL-ENDED \$?; sleep 30"
+        pane() { tmux -L "$TMUX_SOCK" capture-pane -p -S -200; }
+        wait_for() { for _ in $(seq 1 250); do pane | grep -q "$1" && return 0; sleep 0.02; done; return 1; }
+        ok "tty: a prompt" "$(pane | tail -3)" wait_for "^heaplens $PID>"
+        tmux -L "$TMUX_SOCK" send-keys "status" Enter
+        ok "tty: status answers" "$(pane | tail -5)" wait_for "^SUMMARY of "
+        tmux -L "$TMUX_SOCK" send-keys "leaks" Enter
+        ok "tty: leaks answers" "$(pane | tail -5)" wait_for "LEAK SUMMARY"
+        tmux -L "$TMUX_SOCK" send-keys "quit" Enter
+        ok "tty: quit ends the shell with status 0" "$(pane | tail -3)" wait_for "^SHELL-ENDED 0"
+        ok "tty: the process runs on after the shell" "" kill -0 "$PID"
+        stop tty
+        ok "tty: exit status 7" "status $(cat "$WORK/tty/status")" bash -c "[ \"\$(cat '$WORK/tty/status')\" = 7 ]"
+    else
+        fail "tty: start" "$(head -c 300 "$WORK/tty/err")"
+    fi
+else
+    fail "tty" "tmux is not installed"
+fi
+
+finish
