@@ -225,6 +225,7 @@ void agent_before_exec(const char* path) {
     thread_self()->busy = 1;
     writer_lock();
     writer_exec_locked(path);
+    control_close(); // the new image makes its own (if exec fails, the writer makes it again)
     writer_unlock();
     thread_self()->busy = 0;
 }
