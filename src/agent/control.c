@@ -9,6 +9,7 @@
 // a client. The protocol is lines: a command, then one line of answer, "ok ..." or "error ...".
 // The answers are small; the reports a shell shows it makes itself, from the trace file.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -70,9 +71,42 @@ static int private_dir(void) {
     return ok ? 0 : -1;
 }
 
+// Sockets of processes that are gone (killed, or ended by a raw exit): removed as a socket is
+// made, a bounded number each time, so that the directory stays small.
+#define HL_CONTROL_SWEEP 64
+static void sweep_dead(void) {
+    int dfd = (int)syscall(SYS_openat, AT_FDCWD, dir_path,
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    char dents[4096];
+    int removed = 0;
+    long got;
+    while (removed < HL_CONTROL_SWEEP &&
+           (got = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0) {
+        for (long off = 0; off < got && removed < HL_CONTROL_SWEEP;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            if (strncmp(d->d_name, "ctl.", 4) != 0)
+                continue;
+            long pid = 0;
+            const char* c = d->d_name + 4;
+            for (; *c >= '0' && *c <= '9' && pid < (1L << 30); c++)
+                pid = pid * 10 + (*c - '0');
+            if (*c || pid <= 0)
+                continue;
+            if (syscall(SYS_kill, pid, 0) != 0 && errno == ESRCH &&
+                syscall(SYS_unlinkat, dfd, d->d_name, 0) == 0)
+                removed++;
+        }
+    }
+    close(dfd);
+}
+
 static int open_socket(int pid) {
     if (private_dir() != 0)
         return -1;
+    sweep_dead();
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     hl_fmt(a.sun_path, sizeof a.sun_path, "%s/ctl.%d", dir_path, pid);
     memcpy(sock_path, a.sun_path, sizeof sock_path);
