@@ -32,6 +32,7 @@ enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE 
 extern _Atomic int hl_phase;
 HL_COLD void agent_init(void);
 void agent_finish(int how, int value);
+void agent_session_reset(void); // after the end: a new session may begin (attach.c)
 // The same from a signal handler: uc holds the interrupted registers (roots of the scan).
 void agent_finish_in(int how, int value, const struct ucontext_t* uc);
 void agent_fork_prepare(void); // around fork, and clone without CLONE_VM

@@ -16,6 +16,7 @@
 #include "../common/format.h"
 #include "agent.h"
 #include "chunk.h"
+#include "attach.h"
 #include "control.h"
 #include "encode.h"
 #include "errors.h"
@@ -114,9 +115,12 @@ static void on_exit_cb(int status, void* arg) {
         agent_finish(HL_END_EXIT, exit_status);
 }
 
+static _Atomic int init_once; // agent_init ran (again 0 for a new session: agent_session_reset)
+static _Atomic int finishing; // agent_finish_in ran
+static int is_set_up;         // handlers registered (once per process image)
+
 void agent_init(void) {
-    static _Atomic int once;
-    if (atomic_exchange(&once, 1)) {
+    if (atomic_exchange(&init_once, 1)) {
         while (atomic_load(&hl_phase) == HL_BOOTING)
             sched_yield();
         return;
@@ -125,7 +129,8 @@ void agent_init(void) {
     int was_busy = boot->busy;
     boot->busy = 1;
     atomic_store(&hl_phase, HL_BOOTING);
-    options_load();
+    if (!attach_is_attached())
+        options_load(); // attached, heaplens_attach_start has set them
     if (hl_opt.is_disabled || (hl_opt.no_follow && session_has_entries())) {
         atomic_store(&hl_phase, HL_DONE);
         boot->busy = was_busy;
@@ -139,7 +144,7 @@ void agent_init(void) {
         return;
     }
     thread_self()->busy = 1; // this thread's own state from here on
-    if (real_is_foreign()) {
+    if (real_is_foreign() || attach_is_attached()) {
         // Calls inside the allocator's own module go unseen: they must find blocks laid out as
         // the allocator made them (no guard, no header), and may release blocks the agent saw
         // made, or hand it blocks it never saw (not a heap error then).
@@ -153,16 +158,21 @@ void agent_init(void) {
     live_init();
     stacks_init();
     agent_pid = (int)syscall(SYS_getpid);
-    pthread_atfork(agent_fork_prepare, agent_fork_parent, agent_fork_child);
-    on_exit_registered = on_exit(on_exit_cb, NULL) == 0;
+    if (!is_set_up) {
+        pthread_atfork(agent_fork_prepare, agent_fork_parent, agent_fork_child);
+        on_exit_registered = on_exit(on_exit_cb, NULL) == 0;
+    }
     if (sink_open() != 0) {
         atomic_store(&hl_phase, HL_DONE);
         thread_self()->busy = 0;
         boot->busy = was_busy;
         return;
     }
-    signals_install();
-    real_foreign_report();
+    if (!is_set_up)
+        signals_install();
+    is_set_up = 1;
+    if (!attach_is_attached())
+        real_foreign_report();
     scan_init();
     control_init();
     atomic_store(&hl_phase, HL_ON);
@@ -175,6 +185,8 @@ void agent_init(void) {
 }
 
 __attribute__((constructor)) static void agent_ctor(void) {
+    if (attach_loaded_late())
+        return; // dlopen'ed: heaplens_attach_start starts it, or nothing does
     if (atomic_load(&hl_real_ready) != 2) {
         thread_self()->busy = 1;
         real_resolve();
@@ -188,7 +200,6 @@ __attribute__((constructor)) static void agent_ctor(void) {
 // The end
 // ---------------------------------------------------------------------------------------------
 void agent_finish_in(int how, int value, const ucontext_t* uc) {
-    static _Atomic int finishing;
     if (atomic_load(&hl_phase) != HL_ON || !agent_owns_process() || atomic_exchange(&finishing, 1))
         return;
     int was_busy = thread_self()->busy;
@@ -209,6 +220,18 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     if (hl_opt.scan_at_exit)
         scan_resume_world();
     thread_self()->busy = was_busy;
+}
+
+// A new session in this process (attach again, once the last one ended): the agent as if it had
+// never run, but for what lives as long as the image (its handlers, its stacks table, the
+// threads' rings).
+void agent_session_reset(void) {
+    live_clear();
+    writer_session_reset();
+    modules_reset();
+    atomic_store(&finishing, 0);
+    atomic_store(&init_once, 0);
+    atomic_store(&hl_phase, HL_OFF);
 }
 
 void agent_finish(int how, int value) {

@@ -232,6 +232,23 @@ void live_lock_all(void) {
 void live_unlock_all(void) {
     spill_unlock_all();
 }
+// A new session (attach.c): every block forgotten, the memory kept. No other thread is inside
+// the agent (its calls are not routed to it yet).
+void live_clear(void) {
+    uint32_t n = atomic_load(&regions.nmade);
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t base;
+        region_t* r = region_dir_nth(&regions, i, &base);
+        if (!r)
+            continue;
+        for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++)
+            if (atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64)))
+                memset(&r->slots[(size_t)chunk * HL_CHUNK_SLOTS], 0,
+                       HL_CHUNK_SLOTS * sizeof(dslot_t));
+    }
+    spill_clear();
+}
+
 void live_reset_after_fork(void) {
     region_dir_reset_after_fork(&regions);
     header_reset_after_fork();

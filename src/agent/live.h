@@ -46,5 +46,6 @@ void live_unlock_all(void);
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
 uint64_t live_count(void);
 void live_reset_after_fork(void);
+void live_clear(void); // a new session: every block forgotten
 
 #endif

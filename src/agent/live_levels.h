@@ -60,5 +60,6 @@ uint64_t spill_count(void);
 void spill_lock_all(void);
 void spill_unlock_all(void);
 void spill_reset_after_fork(void);
+void spill_clear(void); // every slot empty (a new session)
 
 #endif

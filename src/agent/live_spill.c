@@ -302,6 +302,19 @@ void spill_reset_after_fork(void) {
     atomic_store(&odd_lock, 0);
 }
 
+void spill_clear(void) {
+    spill_lock_all();
+    for (int i = 0; i < HL_SHARDS; i++) {
+        shard_t* s = &shards[i];
+        if (s->slots)
+            memset(s->slots, 0, ((size_t)s->mask + 1) * sizeof *s->slots);
+        s->used = s->live = 0;
+    }
+    memset(odd, 0, sizeof odd);
+    atomic_store(&odd_count, 0);
+    spill_unlock_all();
+}
+
 void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     hl_block_t b;
     for (int i = 0; i < HL_SHARDS; i++) {

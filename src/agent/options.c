@@ -265,6 +265,24 @@ static void scrub_environ(void) {
     environ[out] = NULL;
 }
 
+// The settings as the agent was built, for a session that sets its own (attach).
+static hl_options_t built_in;
+static int has_built_in;
+
+void options_load_string(const char* s) {
+    if (!has_built_in) {
+        built_in = hl_opt;
+        has_built_in = 1;
+    }
+    hl_opt = built_in;
+    header_min = HL_HEADER_MIN_DEFAULT;
+    parse_options_var(s);
+    hl_opt.guard = (hl_opt.guard + 7) & ~7;
+    hl_opt.header_min = hl_opt.guard ? (size_t)header_min : SIZE_MAX;
+    if (!hl_opt.output[0])
+        strcpy(hl_opt.output, "heaplens.%e.%p.hl");
+}
+
 void options_load(void) {
     for (size_t i = 0; i < NOPTIONS; i++) {
         const char* s = getenv(options[i].var);

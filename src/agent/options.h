@@ -23,5 +23,6 @@ typedef struct hl_options_s {
 
 extern hl_options_t hl_opt;
 void options_load(void);
+void options_load_string(const char* s); // built-in settings, then s (as HEAPLENS_OPTIONS)
 
 #endif

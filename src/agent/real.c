@@ -262,3 +262,12 @@ void real_foreign_report(void) {
 void real_route_new_modules(void) {
     got_routes_refresh();
 }
+
+void real_routes_install(void) {
+    if (nforeign)
+        got_routes_install(foreign_routes, nforeign, (const void*)&find_foreign);
+}
+
+void real_routes_remove(void) {
+    got_routes_remove();
+}

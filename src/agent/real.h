@@ -54,6 +54,8 @@ size_t bootstrap_room(const void* p); // bytes from p to the arena's end in use
 int real_is_foreign(void); // some calls to the allocator (inside its module) go unseen
 void real_foreign_report(void);
 void real_route_new_modules(void);
+void real_routes_install(void); // the routes again, after real_routes_remove (attach again)
+void real_routes_remove(void);  // every routed slot back as the loader bound it (detach)
 int real_heap_coverage(void); // HL_INFO_HEAP_* flags of INFO: how much of the heap is seen
 
 #endif

@@ -28,6 +28,7 @@
 #include "thread.h"
 #include "unwind.h"
 #include "writer.h"
+#include "attach.h"
 #include "classify.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -724,6 +725,12 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
         const map_t* m = &maps[i];
         if (m->r && !m->w && m->kind == 'f')
             vt[(*nvt)++] = (lc_range_t){m->lo, m->hi};
+        if (m->kind == 'h' && m->r && m->w && attach_is_attached()) {
+            // Attached: blocks made before the attach are unknown, and may hold the only
+            // pointer to a later one. What of the heap is not a known block is a root.
+            add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);
+            continue;
+        }
         if (!m->r || !m->w || m->kind == 'h' || m->kind == 'd' || m->kind == 'o')
             continue;
         const hl_thread_roots_t* th = thread_in(m, self);
@@ -754,10 +761,10 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
             // The allocator's own mappings: glibc's thread arenas are 64 MiB aligned, and a
             // mapping holding many live blocks is some allocator's heap. Freed memory there
             // holds stale pointers, so none of it is a root.
-            if ((m->lo & ((64u << 20) - 1)) == 0 && m->hi - m->lo <= (64u << 20) &&
-                m->hi - m->lo >= (128u << 10))
+            if (!attach_is_attached() && (m->lo & ((64u << 20) - 1)) == 0 &&
+                m->hi - m->lo <= (64u << 20) && m->hi - m->lo >= (128u << 10))
                 continue;
-            if (blocks_in(b, m->lo, m->hi, 5) >= 5)
+            if (!attach_is_attached() && blocks_in(b, m->lo, m->hi, 5) >= 5)
                 continue;
         }
         add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);

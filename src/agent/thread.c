@@ -124,6 +124,11 @@ void thread_uncount_agent_thread(void) {
         __atomic_fetch_sub(libc_thread_count, 1, __ATOMIC_ACQ_REL);
 }
 
+void thread_recount_agent_thread(void) {
+    if (libc_thread_count)
+        __atomic_fetch_add(libc_thread_count, 1, __ATOMIC_ACQ_REL);
+}
+
 // Has the task left (gone, or a zombie: a group leader that exited stays one until the last
 // thread of its group is gone)? From the state letter of /proc/self/task/TID/stat.
 int thread_task_has_exited(int tid) {

@@ -51,6 +51,7 @@ void thread_reset_after_fork(void);
 int thread_key_init(void);
 uint32_t thread_count(void);
 void thread_uncount_agent_thread(void); // the writer exists: not a thread of glibc's count
+void thread_recount_agent_thread(void); // the writer is about to exit (detach): counted again
 int thread_program_is_gone(void);       // writer: is every other task gone? (fallback only)
 int thread_task_has_exited(int tid);    // gone, or a zombie (main after its pthread_exit)
 int thread_tasks_alive_besides(int self, int other); // a live task but these two (0: none)?

@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "scan.h"
 #include "chunk.h"
+#include "attach.h"
 #include "control.h"
 #include "sink.h"
 #include "sites.h"
@@ -616,6 +617,15 @@ static void* writer_main(void* arg) {
             return NULL;
         }
     }
+    if (attach_is_attached()) {
+        // Detached: the process runs on as before the attach, without this thread. glibc
+        // counts it again, so that its exit takes the count back where it was.
+        thread_recount_agent_thread();
+        thread_self()->busy = 0;
+        atomic_store(&writer_tid, 0);
+        atomic_store(&writer_running, 0);
+        return NULL;
+    }
     atomic_store(&writer_tid, 0);
     atomic_store(&writer_running, 0);
     // Never return while the program runs on: a returning thread runs glibc's thread exit
@@ -643,7 +653,9 @@ static void* writer_stack(void) {
     static uint8_t* stack;
     static int stack_pid;
     int pid = (int)getpid();
-    if (stack && stack_pid != pid) {
+    // A fork child's parent runs no thread there; an attached session's writer exited before
+    // the next session began (writer_wait_gone).
+    if (stack && (stack_pid != pid || attach_is_attached())) {
         stack_pid = pid;
         return stack;
     }
@@ -668,7 +680,9 @@ int writer_start(void) {
     if (atomic_exchange(&writer_running, 1))
         return 0;
     char* libc_flag = hl_real.libc_single_threaded;
-    int was_single = libc_flag && *libc_flag && __libc_single_threaded;
+    // Attached, the writer exits at detach (glibc's thread exit takes its locks): glibc is
+    // left knowing the process has two threads.
+    int was_single = libc_flag && *libc_flag && __libc_single_threaded && !attach_is_attached();
     pthread_t th;
     pthread_attr_t attr;
     sigset_t all, old;
@@ -892,6 +906,32 @@ void writer_exec_locked(const char* path) {
         enc_bytes(&enc, path, n);
     }
     flush_chunk();
+}
+
+#define HL_WRITER_GONE_WAITS 2000 // a look every millisecond: two seconds at most
+void writer_wait_gone(void) {
+    static _Atomic int never;
+    int tid = atomic_load(&writer_tid);
+    writer_kick();
+    for (int i = 0; i < HL_WRITER_GONE_WAITS; i++) {
+        if (!atomic_load(&writer_running) && (!tid || thread_task_has_exited(tid)))
+            return;
+        os_futex_wait(&never, 0, 1000000L);
+    }
+}
+
+void writer_session_reset(void) {
+    chunk_restart();
+    chunk_restart_stream();
+    if (stack_emitted)
+        memset(stack_emitted, 0, stack_emitted_cap);
+    sites_reset();
+    memset(thread_emitted, 0, sizeof thread_emitted);
+    trace_number++;
+    need_preamble = 1;
+    is_fork_child = 0;
+    last_flush_ns = clock_mono_ns();
+    unwritten_since_ns = 0;
 }
 
 void writer_reset_after_fork(uint32_t parent_threads) {

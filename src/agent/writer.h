@@ -13,6 +13,8 @@ int writer_start(void);                 // lazily, from the first slow path; 0 o
 void writer_flush_sync(void);           // drain everything now, write it out (caller: any thread)
 void writer_modules_changed(void);      // after dlopen/dlclose, on the program thread that made it
 void writer_reset_after_fork(uint32_t parent_threads);
+void writer_session_reset(void); // a new trace in this process (attach again): nothing emitted
+void writer_wait_gone(void);     // after the end, attached: until the writer thread has exited
 void writer_clock_init(void);
 int64_t writer_now_ns(void);
 int writer_thread_id(void);     // tid of the writer thread, 0 when none runs

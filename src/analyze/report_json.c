@@ -50,7 +50,9 @@ void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
 
 static const char* end_how(const model_t* m) {
     if (m->has_end)
-        return m->end_how == HL_END_SIGNAL ? "signal" : "exit";
+        return m->end_how == HL_END_SIGNAL   ? "signal"
+               : m->end_how == HL_END_DETACH ? "detach"
+                                             : "exit";
     return m->exec_path ? "exec" : "unknown";
 }
 

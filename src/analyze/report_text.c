@@ -115,7 +115,11 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     report_commas(a, sizeof a, m->heap_bytes);
     report_commas(b, sizeof b, m->heap_blocks);
     fprintf(out, P "HEAP SUMMARY:\n");
-    fprintf(out, P "    in use %s: %s bytes in %s blocks\n", o->is_live ? "now" : "at exit", a, b);
+    fprintf(out, P "    in use %s: %s bytes in %s blocks\n",
+            o->is_live                                      ? "now"
+            : m->has_end && m->end_how == HL_END_DETACH ? "at detach"
+                                                            : "at exit",
+            a, b);
     report_commas(a, sizeof a, m->allocations);
     report_commas(b, sizeof b, m->frees);
     report_commas(d, sizeof d, m->bytes_allocated);

@@ -93,6 +93,10 @@ typedef int (*cli_run_report_fn)(void* arg, const cli_run_result_t* r, int* has_
 // o.report.error_exitcode. A program killed by a signal kills heaplens by the same signal.
 int cli_run_traced(cli_run_opts_t o, char** prog_argv, cli_run_report_fn report, void* report_arg);
 
+// The agent: $HEAPLENS_AGENT, or libheaplens.so beside the binary or in ../lib/heaplens/. 0, or
+// -1 when there is none.
+int cli_find_agent(char* out, size_t cap);
+
 int cmd_run(int argc, char** argv);
 int cmd_memcheck(int argc, char** argv); // cmd_memcheck.c: Valgrind's command line and reports
 int cmd_report(int argc, char** argv);
@@ -101,6 +105,17 @@ int cmd_html(int argc, char** argv); // cmd_diff.c: heaplens html REPORT.json
 int cmd_server(int argc, char** argv); // cmd_server.c: the collector of remote traces
 int cmd_shell(int argc, char** argv);  // cmd_shell.c: talk to a traced process while it runs
 void cli_usage_shell(FILE* out);
+int cmd_attach(int argc, char** argv); // cmd_attach.c: trace a process that is running already
+int cmd_detach(int argc, char** argv);
+void cli_usage_attach(FILE* out);
+void cli_usage_report_options(FILE* out); // report's options, as run's and attach's usage list them
+void cli_usage_detach(FILE* out);
+// A traced process's control socket (src/agent/control.c) by the agent's rule.
+void cli_control_socket(char* out, size_t cap, long pid);
+// One command to it and its one-line answer: 0 for "ok ...", -1 (no socket, an error answer).
+int cli_control_ask(long pid, const char* cmd, char* out, size_t cap);
+// "key=value" of an answer ("trace" takes the rest of the line): 0, or -1.
+int cli_control_field(const char* answer, const char* key, char* out, size_t cap);
 
 // Each command's usage (main.c; diff's and memcheck's are in their files), for -h and --help.
 void cli_usage_run(FILE* out);

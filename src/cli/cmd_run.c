@@ -106,7 +106,7 @@ static int run_untraced(const char* prog, char** prog_argv, const char* why) {
     return e == ENOENT ? 127 : 126;
 }
 
-static int find_agent(char* out, size_t cap) {
+int cli_find_agent(char* out, size_t cap) {
     const char* env = getenv("HEAPLENS_AGENT");
     if (env) {
         snprintf(out, cap, "%s", env);
@@ -353,7 +353,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         return 126;
     }
     char agent[PATH_MAX];
-    if (find_agent(agent, sizeof agent) != 0) {
+    if (cli_find_agent(agent, sizeof agent) != 0) {
         cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
         return 2;
     }

@@ -59,8 +59,7 @@ static const char shell_help[] =
     "help                   this list\n"
     "quit                   leave (the process runs on)\n";
 
-// The socket's path by the agent's rule (control.c).
-static void default_socket(char* out, size_t cap, long pid) {
+void cli_control_socket(char* out, size_t cap, long pid) {
     const char* tmp = getenv("TMPDIR");
     if (!tmp || tmp[0] != '/' || strlen(tmp) + 32 > sizeof(((struct sockaddr_un*)0)->sun_path) - 16)
         tmp = "/tmp";
@@ -220,6 +219,36 @@ static void cmd_dump(shell_t* s, char* args) {
         printf("wrote %s\n", args);
 }
 
+int cli_control_ask(long pid, const char* cmd, char* out, size_t cap) {
+    char path[PATH_MAX];
+    cli_control_socket(path, sizeof path, pid);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path)
+        return -1;
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    FILE* f = NULL;
+    int rc = -1;
+    if (connect(fd, (struct sockaddr*)&a, sizeof a) == 0 && (f = fdopen(fd, "r+")) != NULL) {
+        fd = -1;
+        if (fprintf(f, "%s\nquit\n", cmd) > 0 && fflush(f) == 0 && fgets(out, (int)cap, f)) {
+            out[strcspn(out, "\r\n")] = 0;
+            rc = strncmp(out, "ok", 2) == 0 ? 0 : -1;
+        }
+    }
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int cli_control_field(const char* answer, const char* key, char* out, size_t cap) {
+    return field(answer, key, out, cap);
+}
+
 // One command line; 1 when the shell ends.
 static int execute(shell_t* s, char* line) {
     line[strcspn(line, "\r\n")] = 0;
@@ -365,7 +394,7 @@ int cmd_shell(int argc, char** argv) {
     }
     char path[PATH_MAX];
     if (!sock) {
-        default_socket(path, sizeof path, s.pid);
+        cli_control_socket(path, sizeof path, s.pid);
         sock = path;
     }
     signal(SIGPIPE, SIG_IGN); // a process that exits mid-command: said, not a silent death

@@ -102,6 +102,8 @@ static void usage(FILE* out) {
           "       heaplens memcheck [valgrind options] PROGRAM [ARGS...]\n"
           "       heaplens server --listen ADDR [-o DIR] [--token FILE]   (the collector)\n"
           "       heaplens shell PID       (talk to a traced process while it runs)\n"
+          "       heaplens attach [options] PID   (trace a running process from now on)\n"
+          "       heaplens detach [options] PID\n"
           "       heaplens --version\n"
           "'heaplens COMMAND --help' lists a command's options; run's and report's are:\n"
           "\n",
@@ -359,6 +361,10 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 
 int cli_trace_is_live;
 
+void cli_usage_report_options(FILE* out) {
+    fputs(report_options_help, out);
+}
+
 int cli_is_help(const char* a) {
     return !strcmp(a, "-h") || !strcmp(a, "--help");
 }
@@ -370,7 +376,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},   {"report", cmd_report},     {"diff", cmd_diff},
     {"html", cmd_html}, {"memcheck", cmd_memcheck}, {"server", cmd_server},
-    {"shell", cmd_shell},
+    {"shell", cmd_shell},   {"attach", cmd_attach},     {"detach", cmd_detach},
 };
 
 int main(int argc, char** argv) {

@@ -200,6 +200,7 @@ enum hl_scan_flags {
     HL_SCAN_NO_MEMORY = 4, // the scan could not get the memory it needs: no VERDICT follows
 };
 
-enum hl_end_how { HL_END_EXIT = 1, HL_END_SIGNAL = 2 };
+// DETACH: heaplens detach (or attach's --duration) ended the trace; the process runs on.
+enum hl_end_how { HL_END_EXIT = 1, HL_END_SIGNAL = 2, HL_END_DETACH = 3 };
 
 #endif
