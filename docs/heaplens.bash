@@ -5,7 +5,7 @@ _heaplens() {
     local cmd=${COMP_WORDS[1]}
     [[ ${COMP_WORDS[0]##*/} == heaplens-memcheck ]] && cmd=memcheck
     if [[ $COMP_CWORD -eq 1 && $cmd != memcheck ]]; then
-        COMPREPLY=($(compgen -W "run report diff html memcheck server shell --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "run report diff html memcheck server shell attach detach --help --version" -- "$cur"))
         return
     fi
     # after the program (run: after --; memcheck: the first word that is no option) complete
@@ -43,6 +43,8 @@ _heaplens() {
     diff) words="--json --html --sort -n --sysroot -q --quiet -h --help" ;;
     html) words="-o --output -h --help" ;;
     server) words="--listen -o --token --count --duration -q --quiet -h --help" ;;
+    attach) words="-o --output -d --depth --duration --no-scan $report" ;;
+    detach) words="$report" ;;
     shell) words="--socket --show-leak-kinds= --suppressions= --sysroot --debug-dir -h --help" ;;
     memcheck) words="--leak-check=no --leak-check=summary --leak-check=full --show-leak-kinds=
         --errors-for-leak-kinds= --show-reachable=yes --show-possibly-lost=no --error-exitcode=

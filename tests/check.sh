@@ -55,6 +55,9 @@ tally "$out" security
 echo "== remote sink (the agent's trace sent to a collector; a collector missing or gone mid-run)"
 out=$("$ROOT/tests/integration/remote_sink.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" remote_sink
+echo "== attach (heaplens attach / detach: running processes traced from now on, then left as they were)"
+out=$("$ROOT/tests/integration/attach.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" attach
 echo "== live (heaplens shell: a running process's control socket, live scans, marks)"
 out=$("$ROOT/tests/integration/live.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" live

@@ -15,6 +15,7 @@
 #include "../common/format.h"
 #include "agent.h"
 #include "attach.h"
+#include "log.h"
 #include "options.h"
 #include "real.h"
 #include "thread.h"
@@ -99,5 +100,6 @@ HL_EXPORT int heaplens_attach_stop(void) {
     t->busy = was_busy;
     agent_finish(HL_END_DETACH, 0);
     writer_wait_gone();
+    log_close(); // the process keeps no descriptor of the agent's
     return 0;
 }

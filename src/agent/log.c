@@ -142,6 +142,13 @@ void log_init(void) {
     atomic_store(&log_fd, dup_high(2));
 }
 
+void log_close(void) {
+    int fd = atomic_exchange(&log_fd, -1);
+    if (fd >= 0 && same_file(fd))
+        close(fd);
+    atomic_store(&log_ready, 0);
+}
+
 // The descriptor to write a message to, or -1. When the program closed the agent's duplicate
 // (and may have reused its number: it is never closed or written then), a new one is made from
 // descriptor 2 if that is still the file the image started with.

@@ -51,6 +51,8 @@ parsed() {
     memcheck) parts="cmd_memcheck.c:parse_option" ;;
     server) parts="cmd_server.c:cmd_server" ;;
     shell) parts="cmd_shell.c:cmd_shell main.c:cli_is_help" ;;
+    attach) parts="cmd_attach.c:cmd_attach main.c:cli_report_option main.c:cli_is_help" ;;
+    detach) parts="cmd_attach.c:cmd_detach main.c:cli_report_option main.c:cli_is_help" ;;
     *) parts="" ;;
     esac
     for p in $parts; do body "$SRC/${p%%:*}" "${p#*:}"; done |
@@ -58,8 +60,8 @@ parsed() {
 }
 # the commands: the usage lines at the top of heaplens --help
 COMMANDS=$("$HL" --help | awk '/^$/ {exit} {print}' | sed -n 's/^ *\(usage:\)\{0,1\} *heaplens \([a-z]*\) .*/\2/p' | sort -u)
-ok "heaplens --help names the subcommands run report diff html memcheck server shell" "got: $(echo $COMMANDS)" \
-    [ "$(echo $COMMANDS)" = "diff html memcheck report run server shell" ]
+ok "heaplens --help names the subcommands run report diff html memcheck server shell attach detach" "got: $(echo $COMMANDS)" \
+    [ "$(echo $COMMANDS)" = "attach detach diff html memcheck report run server shell" ]
 for c in $COMMANDS; do
     for h in --help -h; do
         "$HL" "$c" "$h" >"$WORK/help.out" 2>"$WORK/help.err"

@@ -1,7 +1,10 @@
 // live_server DIR [THREADS]: a long-running server for the live tests. Writes its pid to
 // DIR/pid, then every 5 ms leaks 100 bytes from leak_early (200 bytes from leak_late once
 // DIR/late exists), keeps a 64-byte block on a list (still reachable) and makes a temporary;
-// THREADS workers (default 0) allocate and release meanwhile, 16 blocks every 0.2 ms each. Ends with status 7,
+// THREADS workers (default 0) allocate and release meanwhile, 16 blocks every 0.2 ms each.
+// Before it writes its pid it makes 100 blocks of 40 bytes and a holder block; once DIR/late
+// exists it releases one of the 100 per round, and puts a new 77-byte block in the holder (its
+// only pointer is in a block older than any attach: still reachable). Ends with status 7,
 // printing "served 1", once DIR/stop exists.
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -40,6 +43,8 @@ static NOINLINE void keep_one(void) {
 }
 
 static atomic_int stopping;
+static void* early[100];
+static void** holder;
 
 static void* worker(void* arg) {
     (void)arg;
@@ -65,6 +70,11 @@ int main(int argc, char** argv) {
     if (argc < 2)
         return 2;
     char path[4096], buf[32];
+    for (int i = 0; i < 100; i++)
+        early[i] = malloc(40);
+    holder = malloc(64);
+    holder[0] = NULL;
+    int nearly = 100;
     snprintf(path, sizeof path, "%s/pid.tmp", argv[1]);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int n = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
@@ -83,9 +93,13 @@ int main(int argc, char** argv) {
     long served = 0;
     struct timespec ts = {0, 5000000L};
     while (!exists(argv[1], "stop")) {
-        if (exists(argv[1], "late"))
+        if (exists(argv[1], "late")) {
             leak_late();
-        else
+            if (!holder[0])
+                holder[0] = malloc(77);
+            if (nearly > 0)
+                free(early[--nearly]);
+        } else
             leak_early();
         NO_TAIL_CALL();
         keep_one();
