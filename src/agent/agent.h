@@ -27,8 +27,15 @@ struct ucontext_t;
 // fork takes 1-4 in order (agent_fork_prepare) so that the child finds none held half-way.
 
 // OFF until the first hook call (or the constructor), BOOTING while it sets up, ON while
-// tracing, DONE once the trace is finished (or tracing could not start).
-enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPING = 3, HL_DONE = 4 };
+// tracing, STOPPED after a `stop` command ended the trace (the writer waits for `start`, the
+// hooks pass calls through and keep the live table's releases), DONE once the trace is
+// finished for good (or tracing could not start).
+enum hl_phase { HL_OFF = 0, HL_BOOTING = 1, HL_ON = 2, HL_STOPPED = 3, HL_DONE = 4 };
+// Later sessions of this process do not see its blocks made meanwhile (start, attach).
+void agent_note_not_from_start(void);
+// The heap holds blocks the agent never saw that may hold pointers to blocks it did (made
+// before an attach, or while stopped): the scan reads the heap outside known blocks as roots.
+int agent_has_unknown_blocks(void);
 extern _Atomic int hl_phase;
 HL_COLD void agent_init(void);
 void agent_finish(int how, int value);

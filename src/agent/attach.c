@@ -80,6 +80,7 @@ HL_EXPORT int heaplens_attach_start(const char* options) {
         agent_session_reset();
     }
     attached = 1;
+    agent_note_not_from_start();
     options_load_string(options ? options : "");
     if (atomic_load(&hl_real_ready) != 2)
         real_resolve(); // finds the definitions in use, and routes their calls here

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/private_dir.h"
+#include "agent.h"
 #include "control.h"
 #include "live.h"
 #include "log.h"
@@ -156,6 +157,10 @@ static int is_word(const char* cmd, const char* word, const char** rest) {
 }
 
 static void answer_scan(void) {
+    if (atomic_load(&hl_phase) != HL_ON) {
+        reply("error tracing is stopped (start begins a new trace)");
+        return;
+    }
     hl_scan_tally_t t;
     int64_t at = writer_now_ns();
     char out[HL_CONTROL_REPLY];
@@ -181,8 +186,9 @@ static void execute(const char* cmd) {
         char where[HL_SINK_WHERE];
         int fd = sink_describe(where, sizeof where);
         hl_fmt(out, sizeof out,
-               "ok pid=%d live_blocks=%lu threads=%u marks=%u trace_fd=%d trace=%s",
-               (int)getpid(), (unsigned long)live_count(), thread_count(), nmarks, fd, where);
+               "ok pid=%d live_blocks=%lu threads=%u marks=%u tracing=%s trace_fd=%d trace=%s",
+               (int)getpid(), (unsigned long)live_count(), thread_count(), nmarks,
+               atomic_load(&hl_phase) == HL_ON ? "on" : "stopped", fd, where);
         reply(out);
     } else if (is_word(cmd, "flush", &rest)) {
         writer_flush_locked();
@@ -207,6 +213,24 @@ static void execute(const char* cmd) {
         }
         hl_fmt(out, sizeof out, "ok mark=%lu time=%ld", n, (long)marks[n - 1]);
         reply(out);
+    } else if (is_word(cmd, "stop", &rest)) {
+        if (atomic_load(&hl_phase) != HL_ON)
+            reply("error tracing is stopped already");
+        else if (writer_stop_locked() != 0)
+            reply("error not every thread of the program could be stopped: tracing goes on");
+        else
+            reply("ok stopped");
+    } else if (is_word(cmd, "start", &rest)) {
+        char where[HL_SINK_WHERE];
+        if (atomic_load(&hl_phase) != HL_STOPPED) {
+            reply("error tracing is on already");
+        } else if (writer_start_again_locked() != 0) {
+            reply("error no new trace could begin (see the program's stderr)");
+        } else {
+            sink_describe(where, sizeof where);
+            hl_fmt(out, sizeof out, "ok started trace=%s", where);
+            reply(out);
+        }
     } else if (is_word(cmd, "quit", &rest)) {
         drop_client();
     } else {

@@ -42,6 +42,17 @@ int agent_is_from_start(void) {
     return from_start;
 }
 
+static int has_unknown_blocks;
+
+void agent_note_not_from_start(void) {
+    from_start = 0;
+    has_unknown_blocks = 1;
+}
+
+int agent_has_unknown_blocks(void) {
+    return has_unknown_blocks;
+}
+
 // ---------------------------------------------------------------------------------------------
 // fork, and clone without CLONE_VM (hooks_os.c), which makes a process as fork does but runs no
 // atfork handlers
@@ -200,6 +211,10 @@ __attribute__((constructor)) static void agent_ctor(void) {
 // The end
 // ---------------------------------------------------------------------------------------------
 void agent_finish_in(int how, int value, const ucontext_t* uc) {
+    if (atomic_load(&hl_phase) == HL_STOPPED && agent_owns_process()) {
+        control_close(); // stopped: the trace has ended already
+        return;
+    }
     if (atomic_load(&hl_phase) != HL_ON || !agent_owns_process() || atomic_exchange(&finishing, 1))
         return;
     int was_busy = thread_self()->busy;

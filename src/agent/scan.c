@@ -28,7 +28,7 @@
 #include "thread.h"
 #include "unwind.h"
 #include "writer.h"
-#include "attach.h"
+#include "agent.h"
 #include "classify.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -725,9 +725,9 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
         const map_t* m = &maps[i];
         if (m->r && !m->w && m->kind == 'f')
             vt[(*nvt)++] = (lc_range_t){m->lo, m->hi};
-        if (m->kind == 'h' && m->r && m->w && attach_is_attached()) {
-            // Attached: blocks made before the attach are unknown, and may hold the only
-            // pointer to a later one. What of the heap is not a known block is a root.
+        if (m->kind == 'h' && m->r && m->w && agent_has_unknown_blocks()) {
+            // Attached, or started again: blocks made before are unknown, and may hold the
+            // only pointer to a later one. What of the heap is not a known block is a root.
             add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);
             continue;
         }
@@ -761,10 +761,10 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
             // The allocator's own mappings: glibc's thread arenas are 64 MiB aligned, and a
             // mapping holding many live blocks is some allocator's heap. Freed memory there
             // holds stale pointers, so none of it is a root.
-            if (!attach_is_attached() && (m->lo & ((64u << 20) - 1)) == 0 &&
+            if (!agent_has_unknown_blocks() && (m->lo & ((64u << 20) - 1)) == 0 &&
                 m->hi - m->lo <= (64u << 20) && m->hi - m->lo >= (128u << 10))
                 continue;
-            if (!attach_is_attached() && blocks_in(b, m->lo, m->hi, 5) >= 5)
+            if (!agent_has_unknown_blocks() && blocks_in(b, m->lo, m->hi, 5) >= 5)
                 continue;
         }
         add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);

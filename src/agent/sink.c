@@ -116,7 +116,7 @@ int sink_open(void) {
 
 int sink_describe(char* out, size_t cap) {
     int is_socket = sink.ops == &hl_sink_socket;
-    hl_fmt(out, cap, "%s%s", is_socket && sink.fd >= 0 ? "@" : "", sink.fd >= 0 ? sink.where : "");
+    hl_fmt(out, cap, "%s%s", is_socket && sink.where[0] ? "@" : "", sink.where);
     return is_socket ? -1 : sink.fd;
 }
 

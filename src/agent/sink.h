@@ -58,9 +58,9 @@ int sink_write_chunk(const uint8_t* buf, size_t len);
 // made, tracing stops (-1).
 int sink_fall_back(const char* cannot);
 void sink_close(void);
-// Where the trace goes now, in out: a file's path, '@' and a collector's address, or "" (none
-// open yet). Returns the trace file's descriptor (its /proc/PID/fd link reaches the file from
-// any directory), or -1.
+// Where the trace goes, or went last, in out: a file's path, '@' and a collector's address, or
+// "" (none yet). Returns the trace file's descriptor (its /proc/PID/fd link reaches the file
+// from any directory), or -1 (none open).
 int sink_describe(char* out, size_t cap);
 int sink_is_open(void);
 void sink_reset_after_fork(void);

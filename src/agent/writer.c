@@ -598,7 +598,13 @@ static void* writer_main(void* arg) {
         os_futex_wait(&writer_wake, 0, pass_wait_ns());
         atomic_store(&hl_writer_sleeping, 0);
         writer_lock();
-        if (atomic_load(&hl_phase) != HL_ON) {
+        int phase = atomic_load(&hl_phase);
+        if (phase == HL_STOPPED) { // a `stop` ended the trace: only the socket, for `start`
+            control_poll();
+            writer_unlock();
+            continue;
+        }
+        if (phase != HL_ON) {
             writer_unlock();
             break;
         }
@@ -809,7 +815,64 @@ void writer_flush_locked(void) {
     pass(1);
 }
 
-#define HL_SCAN_NOW_TRIES 8 // stops of the world a scan tries before it gives up
+#define HL_SCAN_NOW_TRIES 8 // stops of the world a scan, stop or start tries before giving up
+
+// Stops every program thread with its events drained (what a scan or a new trace needs). 0, or
+// -1 when not every thread would stop (the world runs again then).
+static int stop_world_drained(int discard) {
+    for (int tries = 1;; tries++) {
+        int all = scan_stop_world();
+        is_discarding = discard;
+        drain_noting_age();
+        is_discarding = 0;
+        if (all)
+            return 0;
+        scan_resume_world();
+        if (tries == HL_SCAN_NOW_TRIES)
+            return -1;
+    }
+}
+
+int writer_stop_locked(void) {
+    if (atomic_load(&hl_phase) != HL_ON || stop_world_drained(0) != 0)
+        return -1;
+    hl_thread_roots_t none = {0};
+    if (hl_opt.scan_at_exit)
+        scan_run_with(&enc, &none, &(hl_scan_request_t){.all_stopped = 1, .at_exit = 1});
+    // From here the hooks pass calls through (releases still leave the live table).
+    atomic_store(&hl_phase, HL_STOPPED);
+    scan_resume_world();
+    writer_end_locked(HL_END_STOP, 0);
+    return 0;
+}
+
+// A new trace in a new file, from a stopped one: it begins with every block live now (INHERIT),
+// as a trace that goes on after a lost collector does; the blocks made while stopped are
+// unknown, as before an attach.
+int writer_start_again_locked(void) {
+    if (atomic_load(&hl_phase) != HL_STOPPED || stop_world_drained(1) != 0)
+        return -1;
+    chunk_restart();
+    if (sink_open() != 0) {
+        scan_resume_world();
+        return -1;
+    }
+    chunk_restart_stream();
+    if (stack_emitted)
+        memset(stack_emitted, 0, stack_emitted_cap);
+    memset(thread_emitted, 0, sizeof thread_emitted);
+    sites_reset();
+    trace_number++;
+    need_preamble = 1;
+    is_begun_again = 1;
+    agent_note_not_from_start();
+    preamble();
+    atomic_store(&hl_phase, HL_ON);
+    scan_resume_world();
+    flush_chunk();
+    return 0;
+}
+
 
 // Every event made before the scan is in the trace before it, but for one per thread parked
 // waiting for ring space (a program allocating flat out on many threads always has some):
@@ -817,15 +880,8 @@ void writer_flush_locked(void) {
 // The writer's own stack and registers are the agent's: its roots are none (the program's
 // threads are all parked, with theirs).
 int writer_scan_now_locked(hl_scan_tally_t* tally) {
-    for (int tries = 1;; tries++) {
-        int all = scan_stop_world();
-        drain_noting_age();
-        if (all)
-            break;
-        scan_resume_world();
-        if (tries == HL_SCAN_NOW_TRIES)
-            return -1;
-    }
+    if (atomic_load(&hl_phase) != HL_ON || stop_world_drained(0) != 0)
+        return -1;
     hl_thread_roots_t none = {0};
     scan_run_with(&enc, &none, &(hl_scan_request_t){.all_stopped = 1, .tally = tally});
     scan_resume_world();

@@ -32,6 +32,11 @@ void writer_flush_locked(void); // drain everything, write it out (writer lock h
 // would stop (nothing written then).
 struct hl_scan_tally_s;
 int writer_scan_now_locked(struct hl_scan_tally_s* tally);
+// On the writer thread (control.c), lock held. stop: the trace ends as at exit (the scan, END
+// "stop"), the hooks pass calls through; start: a new trace in a new file, beginning with the
+// blocks live now. 0, or -1 (not in the phase for it, or not every thread would stop).
+int writer_stop_locked(void);
+int writer_start_again_locked(void);
 // An ERROR record, written at once (errors are rare; the record carries everything the report
 // needs, so it may overtake the ring events of the same block).
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,

@@ -52,6 +52,7 @@ static const char* end_how(const model_t* m) {
     if (m->has_end)
         return m->end_how == HL_END_SIGNAL   ? "signal"
                : m->end_how == HL_END_DETACH ? "detach"
+               : m->end_how == HL_END_STOP   ? "stop"
                                              : "exit";
     return m->exec_path ? "exec" : "unknown";
 }

@@ -118,6 +118,7 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     fprintf(out, P "    in use %s: %s bytes in %s blocks\n",
             o->is_live                                      ? "now"
             : m->has_end && m->end_how == HL_END_DETACH ? "at detach"
+            : m->has_end && m->end_how == HL_END_STOP   ? "at stop"
                                                             : "at exit",
             a, b);
     report_commas(a, sizeof a, m->allocations);

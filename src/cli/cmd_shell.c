@@ -55,6 +55,9 @@ static const char shell_help[] =
     "mark                   mark this moment: prints the mark's number\n"
     "since MARK [N]         what is still live from after MARK, by call site\n"
     "dump FILE              the report of now: FILE.html a page, anything else JSON\n"
+    "stop                   end the trace now (as at exit: scanned); the process runs on\n"
+    "start                  after stop: a new trace, beginning with the blocks live now\n"
+    "reset                  stop, then start\n"
     "flush                  write everything the process has recorded to its trace\n"
     "help                   this list\n"
     "quit                   leave (the process runs on)\n";
@@ -125,15 +128,17 @@ static int run_report(shell_t* s, const char* const* args, int nargs) {
 }
 
 static void cmd_status(shell_t* s) {
-    char ans[SHELL_LINE], blocks[32], threads[32], where[PATH_MAX];
+    char ans[SHELL_LINE], blocks[32], threads[32], tracing[32], where[PATH_MAX];
     if (ask(s, "status", ans, sizeof ans) != 0)
         return;
-    if (field(ans, "live_blocks", blocks, sizeof blocks) || field(ans, "threads", threads, sizeof threads) ||
-        field(ans, "trace", where, sizeof where))
+    if (field(ans, "live_blocks", blocks, sizeof blocks) ||
+        field(ans, "threads", threads, sizeof threads) ||
+        field(ans, "tracing", tracing, sizeof tracing) || field(ans, "trace", where, sizeof where))
         return;
-    printf("process %ld: %s live blocks, %s threads, trace %s\n", s->pid, blocks, threads,
-           where[0] ? where : "(none yet)");
-    if (flush_trace(s) == 0)
+    int is_on = !strcmp(tracing, "on");
+    printf("process %ld: %s live blocks, %s threads, %s %s\n", s->pid, blocks, threads,
+           is_on ? "trace" : "tracing stopped; its last trace", where[0] ? where : "(none yet)");
+    if (!is_on || flush_trace(s) == 0)
         run_report(s, (const char*[]){"--summary"}, 1);
 }
 
@@ -249,6 +254,24 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
     return field(answer, key, out, cap);
 }
 
+static int find_trace(shell_t* s);
+
+static void cmd_stop(shell_t* s) {
+    char ans[SHELL_LINE];
+    if (ask(s, "stop", ans, sizeof ans) == 0)
+        printf("stopped: the trace %s has ended\n", s->trace);
+}
+
+static void cmd_start(shell_t* s) {
+    char ans[SHELL_LINE], where[PATH_MAX];
+    if (ask(s, "start", ans, sizeof ans) != 0)
+        return;
+    if (field(ans, "trace", where, sizeof where) == 0)
+        printf("started: a new trace, %s\n", where);
+    s->last_scan_ns = -1;
+    find_trace(s); // the new trace is a new file
+}
+
 // One command line; 1 when the shell ends.
 static int execute(shell_t* s, char* line) {
     line[strcspn(line, "\r\n")] = 0;
@@ -279,7 +302,14 @@ static int execute(shell_t* s, char* line) {
         cmd_since(s, args);
     else if (!strcmp(cmd, "dump"))
         cmd_dump(s, args);
-    else if (!strcmp(cmd, "flush")) {
+    else if (!strcmp(cmd, "stop"))
+        cmd_stop(s);
+    else if (!strcmp(cmd, "start"))
+        cmd_start(s);
+    else if (!strcmp(cmd, "reset")) {
+        cmd_stop(s);
+        cmd_start(s);
+    } else if (!strcmp(cmd, "flush")) {
         if (ask(s, "flush", ans, sizeof ans) == 0)
             printf("flushed\n");
     } else
@@ -335,6 +365,12 @@ static int find_trace(shell_t* s) {
                   "where it writes the trace",
                   s->pid, where + 1);
         return 1;
+    }
+    // The path itself while it names the file (it stays after a stop ends the trace); the
+    // process's descriptor for a relative path or one this user cannot reach.
+    if (where[0] == '/' && access(where, R_OK) == 0) {
+        snprintf(s->trace, sizeof s->trace, "%s", where);
+        return 0;
     }
     snprintf(s->trace, sizeof s->trace, "/proc/%ld/fd/%s", s->pid, fd);
     if (atoi(fd) >= 0 && access(s->trace, R_OK) == 0)

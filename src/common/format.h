@@ -200,7 +200,8 @@ enum hl_scan_flags {
     HL_SCAN_NO_MEMORY = 4, // the scan could not get the memory it needs: no VERDICT follows
 };
 
-// DETACH: heaplens detach (or attach's --duration) ended the trace; the process runs on.
-enum hl_end_how { HL_END_EXIT = 1, HL_END_SIGNAL = 2, HL_END_DETACH = 3 };
+// DETACH: heaplens detach (or attach's --duration) ended the trace; STOP: a `stop` command of
+// heaplens shell did. The process runs on after either.
+enum hl_end_how { HL_END_EXIT = 1, HL_END_SIGNAL = 2, HL_END_DETACH = 3, HL_END_STOP = 4 };
 
 #endif

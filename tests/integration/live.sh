@@ -126,11 +126,32 @@ n1=$(sed -n 's/.*definitely lost: [0-9,]* bytes in \([0-9,]*\) blocks/\1/p' "$SH
 ok "leaks again: leak_late now definitely lost too" "$(grep -A1 'definitely lost in' "$SH")" \
     bash -c "grep -A1 'are definitely lost in loss record' '$SH' | grep -q 'leak_late (tests/programs/live_server.c'"
 
+# stop ends the trace (scanned, END stop); start begins a new one, beginning with the blocks
+# live then; the verdicts of the new trace still follow pointers through blocks made while
+# tracing was stopped (the kept list runs through them: still reachable, nothing lost but the
+# leaks).
+shell basic 'stop\nstatus\nleaks\n'
+ok "stop: said, the trace ended" "$(head -3 "$SH")" grep -q "^stopped: the trace $WORK/basic/t.hl has ended" "$SH"
+ok "status while stopped: says so, names the last trace" "$(grep '^process' "$SH")" \
+    grep -q "^process $PID: [0-9]* live blocks, 1 threads, tracing stopped; its last trace $WORK/basic/t.hl" "$SH"
+ok "leaks while stopped: refused in one line" "$(tail -2 "$SH")" grep -q "^tracing is stopped (start begins a new trace)" "$SH"
+"$HL" report --json "$WORK/basic/stopped.json" -q "$WORK/basic/t.hl" 2>/dev/null
+ok "the stopped trace: complete, END stop, scanned" "" python3 -c "
+import json,sys
+j=json.load(open('$WORK/basic/stopped.json'))
+sys.exit(0 if j['end']['how']=='stop' and j['trace_complete'] and j['scanned'] else 1)"
+sleep 0.3
+shell basic 'start\nleaks\n'
+ok "start: a new trace in a new file" "$(head -2 "$SH")" grep -q "^started: a new trace, $WORK/basic/t.hl.1" "$SH"
+ok "start: a live scan of the new trace" "$(head -c 300 "$SH")" grep -q "^==heaplens== trace: $WORK/basic/t.hl.1" "$SH"
+ok "start: the kept list, through blocks made while stopped, still reachable, nothing of it lost" "$(grep -B1 -A1 'lost in loss' "$SH" | head -8)" \
+    bash -c "! grep -A1 'lost in loss record' '$SH' | grep -q 'keep_one'"
+
 ok "basic: the program ends as it would alone" "" stop basic
 ok "basic: its exit status (7) and output" "status $(cat "$WORK/basic/status"); $(cat "$WORK/basic/out")" \
     bash -c "[ \"\$(cat '$WORK/basic/status')\" = 7 ] && [ \"\$(cat '$WORK/basic/out')\" = 'served 1' ]"
 ok "basic: the socket is gone with the process" "" bash -c "[ ! -e '$SOCKDIR/ctl.$BASIC_PID' ]"
-"$HL" report --json "$WORK/basic/final.json" -q "$WORK/basic/t.hl" 2>"$WORK/basic/report.err"
+"$HL" report --json "$WORK/basic/final.json" -q "$WORK/basic/t.hl.1" 2>"$WORK/basic/report.err"
 ok "basic: the trace with live scans in it reports as usual: complete, exit scan" "$(cat "$WORK/basic/report.err")" \
     python3 -c "
 import json,sys
@@ -195,9 +216,19 @@ if command -v tmux >/dev/null 2>&1; then
         wait_for() { for _ in $(seq 1 250); do pane | grep -q "$1" && return 0; sleep 0.02; done; return 1; }
         ok "tty: a prompt" "$(pane | tail -3)" wait_for "^heaplens $PID>"
         tmux -L "$TMUX_SOCK" send-keys "status" Enter
-        ok "tty: status answers" "$(pane | tail -5)" wait_for "^SUMMARY of "
+        ok "tty: status answers" "$(pane | tail -5)" wait_for "SUMMARY of "
         tmux -L "$TMUX_SOCK" send-keys "leaks" Enter
         ok "tty: leaks answers" "$(pane | tail -5)" wait_for "LEAK SUMMARY"
+        tmux -L "$TMUX_SOCK" send-keys "mark" Enter
+        ok "tty: mark" "$(pane | tail -3)" wait_for "mark 1 at"
+        tmux -L "$TMUX_SOCK" send-keys "since 1" Enter
+        ok "tty: since 1" "$(pane | tail -3)" wait_for "TOP 10 CALL SITES BY leaked"
+        tmux -L "$TMUX_SOCK" send-keys "top 3" Enter
+        ok "tty: top 3" "$(pane | tail -3)" wait_for "TOP 3 CALL SITES BY bytes"
+        tmux -L "$TMUX_SOCK" send-keys "stop" Enter
+        ok "tty: stop" "$(pane | tail -3)" wait_for "stopped: the trace"
+        tmux -L "$TMUX_SOCK" send-keys "start" Enter
+        ok "tty: start" "$(pane | tail -3)" wait_for "started: a new trace"
         tmux -L "$TMUX_SOCK" send-keys "quit" Enter
         ok "tty: quit ends the shell with status 0" "$(pane | tail -3)" wait_for "^SHELL-ENDED 0"
         ok "tty: the process runs on after the shell" "" kill -0 "$PID"
