@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "lineedit.h"
 
 #define SHELL_LINE 4096    // a command line, and an answer from the process
 #define SHELL_TOP_DEFAULT 10
@@ -256,6 +257,36 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
 
 static int find_trace(shell_t* s);
 
+static const char* const shell_commands[] = {"dump", "flush", "help",  "leaks", "mark",  "quit",
+                                             "reset", "since", "start", "status", "stop", "top"};
+static const char* const sort_keys[] = {"allocations", "bytes", "peak", "leaked", "temporary"};
+
+// Tab completion: the command as the first word; after `top`, `sort` and its keys; `leaks all`.
+static int complete_word(const char* line, size_t word, size_t len, const char** out, int max) {
+    const char* const* words = NULL;
+    size_t nwords = 0;
+    static const char* const after_top[] = {"sort"};
+    static const char* const after_leaks[] = {"all"};
+    if (word == 0) {
+        words = shell_commands;
+        nwords = sizeof shell_commands / sizeof *shell_commands;
+    } else if (word >= 5 && !strncmp(line + word - 5, "sort ", 5)) {
+        words = sort_keys;
+        nwords = sizeof sort_keys / sizeof *sort_keys;
+    } else if (!strncmp(line, "top ", 4)) {
+        words = after_top;
+        nwords = 1;
+    } else if (!strncmp(line, "leaks ", 6)) {
+        words = after_leaks;
+        nwords = 1;
+    }
+    int n = 0;
+    for (size_t i = 0; i < nwords && n < max; i++)
+        if (!strncmp(words[i], line + word, len - word))
+            out[n++] = words[i];
+    return n;
+}
+
 static void cmd_stop(shell_t* s) {
     char ans[SHELL_LINE];
     if (ask(s, "stop", ans, sizeof ans) == 0)
@@ -437,16 +468,20 @@ int cmd_shell(int argc, char** argv) {
     cli_trace_is_live = 1;
     if (connect_to(&s, sock) != 0 || find_trace(&s) != 0)
         return 1;
-    int is_tty = isatty(0);
-    char line[SHELL_LINE];
+    int is_tty = isatty(0) && isatty(1);
+    le_t le;
+    le_init(&le, 0, 1, complete_word);
+    char line[SHELL_LINE], prompt[64];
+    snprintf(prompt, sizeof prompt, "heaplens %ld> ", s.pid);
     int rc = 0;
     for (;;) {
         if (is_tty) {
-            printf("heaplens %ld> ", s.pid);
             fflush(stdout);
-        }
-        if (!fgets(line, sizeof line, stdin))
+            if (le_read(&le, prompt, line, sizeof line) < 0)
+                break;
+        } else if (!fgets(line, sizeof line, stdin)) {
             break;
+        }
         if (execute(&s, line))
             break;
         if (ferror(s.from) || feof(s.from)) {
@@ -454,6 +489,7 @@ int cmd_shell(int argc, char** argv) {
             break;
         }
     }
+    le_free(&le);
     fprintf(s.to, "quit\n");
     fclose(s.to);
     fclose(s.from);

@@ -229,7 +229,16 @@ if command -v tmux >/dev/null 2>&1; then
         ok "tty: stop" "$(pane | tail -3)" wait_for "stopped: the trace"
         tmux -L "$TMUX_SOCK" send-keys "start" Enter
         ok "tty: start" "$(pane | tail -3)" wait_for "started: a new trace"
-        tmux -L "$TMUX_SOCK" send-keys "quit" Enter
+        # line editing: tab completion, history, the cursor moved to insert
+        tmux -L "$TMUX_SOCK" send-keys "ma" Tab Enter
+        ok "tty: 'ma' Tab completes mark" "$(pane | tail -3)" wait_for "mark 2 at"
+        tmux -L "$TMUX_SOCK" send-keys Up Enter
+        ok "tty: Up runs the last line again" "$(pane | tail -3)" wait_for "mark 3 at"
+        tmux -L "$TMUX_SOCK" send-keys "mrk" Left Left "a" Enter
+        ok "tty: Left twice, then a: 'mrk' becomes 'mark'" "$(pane | tail -3)" wait_for "mark 4 at"
+        tmux -L "$TMUX_SOCK" send-keys "st" Tab
+        ok "tty: 'st' Tab lists start, status, stop" "$(pane | tail -3)" wait_for "^start  status  stop$"
+        tmux -L "$TMUX_SOCK" send-keys C-u "quit" Enter
         ok "tty: quit ends the shell with status 0" "$(pane | tail -3)" wait_for "^SHELL-ENDED 0"
         ok "tty: the process runs on after the shell" "" kill -0 "$PID"
         stop tty
