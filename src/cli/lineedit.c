@@ -133,7 +133,7 @@ int le_read(le_t* e, const char* prompt, char* buf, size_t cap) {
     raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL | INLCR);
     raw.c_cc[VMIN] = 1;
     raw.c_cc[VTIME] = 0;
-    if (tcsetattr(e->in, TCSAFLUSH, &raw) != 0)
+    if (tcsetattr(e->in, TCSADRAIN, &raw) != 0)
         return -1;
     size_t len = 0, pos = 0;
     int hist = e->nhistory; // e->nhistory: the line being typed
@@ -242,6 +242,6 @@ int le_read(le_t* e, const char* prompt, char* buf, size_t cap) {
         }
         redraw(e, prompt, buf, len, pos);
     }
-    tcsetattr(e->in, TCSAFLUSH, &old);
+    tcsetattr(e->in, TCSADRAIN, &old);
     return rc;
 }
