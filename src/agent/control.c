@@ -26,6 +26,7 @@
 #include "live.h"
 #include "log.h"
 #include "options.h"
+#include "os.h"
 #include "scan.h"
 #include "sink.h"
 #include "thread.h"
@@ -47,6 +48,7 @@ static char line[HL_CONTROL_LINE];
 static size_t line_len;
 static int64_t marks[HL_CONTROL_MARKS]; // trace time of each mark, by number - 1
 static unsigned nmarks;
+static _Atomic int has_had_client; // a client connected once (run --wait waits for it)
 
 void control_init(void) {
     is_enabled = hl_opt.control;
@@ -253,6 +255,16 @@ static void take_client(void) {
     }
     sink_fd_take(&client, c);
     line_len = 0;
+    atomic_store(&has_had_client, 1);
+    os_futex_wake(&has_had_client, 1);
+}
+
+void control_wait_for_client(void) {
+    if (!is_enabled)
+        return;
+    hl_log("waiting for `heaplens shell %d` before the program starts (--wait)", (int)getpid());
+    while (!atomic_load(&has_had_client))
+        os_futex_wait(&has_had_client, 0, -1);
 }
 
 void control_poll(void) {

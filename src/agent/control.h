@@ -10,6 +10,8 @@ void control_init(void);
 // The writer, between passes, holding the writer lock: opens the socket on first use, takes a
 // client, answers its complete commands. Never waits.
 void control_poll(void);
+// On the program's thread at start (run --wait): returns once a client has connected.
+void control_wait_for_client(void);
 // The process ends, or tracing stops: the socket goes away.
 void control_close(void);
 // A fork child: the parent's socket and client are not its own; it opens its own on first use.

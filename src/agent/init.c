@@ -148,6 +148,7 @@ void agent_init(void) {
         return;
     }
     log_init(); // before the program can touch its descriptor 2
+    int should_wait = hl_opt.wait && !session_has_entries(); // the run's first image only
     if (thread_key_init() != 0) {
         hl_log("cannot create a thread key; not tracing");
         atomic_store(&hl_phase, HL_DONE);
@@ -191,6 +192,8 @@ void agent_init(void) {
     // thread: the writer never reads the module list (see writer_modules_changed).
     writer_flush_sync();
     writer_start();
+    if (should_wait)
+        control_wait_for_client(); // the writer opens the socket and takes the client
     thread_self()->busy = 0;
     boot->busy = was_busy;
 }

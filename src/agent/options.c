@@ -61,6 +61,7 @@ static const option_t options[] = {
     {"no_follow", "HEAPLENS_NO_FOLLOW", &hl_opt.no_follow, 0, 1, NULL, 0},
     {"scan", "HEAPLENS_SCAN", &hl_opt.scan_at_exit, 0, 1, NULL, 0},
     {"control", "HEAPLENS_CONTROL", &hl_opt.control, 0, 1, NULL, 0},
+    {"wait", "HEAPLENS_WAIT", &hl_opt.wait, 0, 1, NULL, 0},
     {"disable", "HEAPLENS_DISABLE", &hl_opt.is_disabled, 0, 1, NULL, 0},
     {"release_stacks", "HEAPLENS_RELEASE_STACKS", &hl_opt.release_stacks, 0, 1, NULL, 0},
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},

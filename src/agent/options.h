@@ -14,6 +14,7 @@ typedef struct hl_options_s {
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
     int control;        // listen on a control socket (control.c)
+    int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes

@@ -68,7 +68,7 @@ const char* cli_option_value(int argc, char** argv, int* i, const char* name, in
 // heaplens run's settings (cmd_run.c); heaplens memcheck fills them in from Valgrind's options.
 typedef struct cli_run_opts_s {
     const char* output;
-    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control;
+    int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control, wait;
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
     cli_report_opts_t report;

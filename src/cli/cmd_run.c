@@ -149,6 +149,8 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
     if (o->no_control)
         fputs(":control=0", f);
+    if (o->wait)
+        fputs(":wait=1", f);
     const char* names[] = {"output", "session", "remote", "remote_token"};
     const char* values[] = {output, session, o->remote, o->remote_token};
     for (int k = 0; k < 4; k++) {
@@ -297,6 +299,8 @@ int cmd_run(int argc, char** argv) {
             o.no_scan = 1;
         else if (!strcmp(a, "--no-control"))
             o.no_control = 1;
+        else if (!strcmp(a, "--wait"))
+            o.wait = 1;
         else if (!strcmp(a, "--no-release-stacks"))
             o.no_release_stacks = 1;
         else if (!strncmp(a, "--guard=", 8)) {

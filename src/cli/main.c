@@ -52,6 +52,7 @@ void cli_usage_run(FILE* out) {
           "                           heaplens out of their environment)\n"
           "  --no-scan                skip the reachability scan at exit\n"
           "  --no-control             no control socket (heaplens shell cannot reach it)\n"
+          "  --wait                   start the program only once `heaplens shell PID` connects\n"
           "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
           "                           only the allocation and the second release)\n"
           "  -h, --help               this help\n",

@@ -185,6 +185,31 @@ fi
 stop nocontrol
 
 # ---------------------------------------------------------------------------------------------
+# run --wait: the program starts once a shell has connected
+# ---------------------------------------------------------------------------------------------
+mkdir -p "$WORK/wait"
+(cd "$WORK/wait" && timeout -k 5 120 "$HL" run -q --wait -o "$WORK/wait/t.hl" -- "$PROGS/live_server" "$WORK/wait" \
+    >"$WORK/wait/out" 2>"$WORK/wait/err"; echo $? >"$WORK/wait/status") &
+RUNS+=($!)
+WPID=""
+for _ in $(seq 1 250); do
+    WPID=$(sed -n 's/.*waiting for `heaplens shell \([0-9]*\)` before the program starts.*/\1/p' "$WORK/wait/err")
+    [ -n "$WPID" ] && break
+    sleep 0.02
+done
+ok "run --wait: one line names the pid to connect to" "$(cat "$WORK/wait/err")" [ -n "$WPID" ]
+sleep 0.5
+ok "run --wait: main has not started yet" "" bash -c "[ ! -e '$WORK/wait/pid' ]"
+PID=$WPID
+shell wait 'mark\n'
+ok "run --wait: the shell connects and marks before main" "$(cat "$SH" "$SH.err")" grep -q "^mark 1 at" "$SH"
+for _ in $(seq 1 250); do [ -e "$WORK/wait/pid" ] && break; sleep 0.02; done
+ok "run --wait: then the program runs" "" test -e "$WORK/wait/pid"
+ok "run --wait: it ends as it would alone" "" stop wait
+ok "run --wait: exit status 7, its output" "status $(cat "$WORK/wait/status")" \
+    bash -c "[ \"\$(cat '$WORK/wait/status')\" = 7 ] && [ \"\$(cat '$WORK/wait/out')\" = 'served 1' ]"
+
+# ---------------------------------------------------------------------------------------------
 # Live scans while 8 threads allocate
 # ---------------------------------------------------------------------------------------------
 if start threads 8; then
