@@ -36,9 +36,10 @@ _heaplens() {
         --sysroot --debug-dir -q --quiet -h --help"
     local words
     case $cmd in
-    run) words="-o --output -d --depth --guard= --sample-interval= --remote --remote-token --no-follow --no-scan --no-control --wait
+    run) words="-o --output -d --depth --guard= --sample-interval= --remote --remote-token --no-follow --no-scan --no-control --wait --alert-growth
         --no-release-stacks $report --" ;;
-    report) words="$report --summary --top --sort --histogram --timeline --threads --from --to
+    report) words="$report --summary --top --sort --histogram --timeline --threads --growth
+        --growth-rate --from --to
         --filter --buckets --collapsed --metric --flamegraph --pprof --massif" ;;
     diff) words="--json --html --sort -n --sysroot -q --quiet -h --help" ;;
     html) words="-o --output -h --help" ;;

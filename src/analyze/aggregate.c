@@ -308,8 +308,34 @@ static void site_touch(pass_t* p, ag_site_t* s) {
 }
 
 // Timeline: fill every bucket up to the one holding t with the level as it stands.
+// The live bytes of every site at each growth boundary the pass has gone past.
+static void growth_advance(pass_t* p, int64_t t) {
+    aggregate_t* a = p->a;
+    while (a->growth_taken <= AG_GROWTH_WINDOWS) {
+        int k = a->growth_taken;
+        int64_t at = a->growth_start_ns +
+                     (a->end_ns - a->growth_start_ns) * k / AG_GROWTH_WINDOWS;
+        if (t < at && k < AG_GROWTH_WINDOWS)
+            return;
+        if (t <= at && k == AG_GROWTH_WINDOWS)
+            return; // the end's numbers are taken after the pass
+        uint64_t* live = a->nsites ? malloc(a->nsites * sizeof *live) : NULL;
+        if (a->nsites && !live) {
+            p->failed = 1;
+            return;
+        }
+        for (size_t i = 0; i < a->nsites; i++)
+            live[i] = (int64_t)a->sites[i].live_bytes > 0 ? a->sites[i].live_bytes : 0;
+        a->growth_live[k] = live;
+        a->growth_n[k] = a->nsites;
+        a->growth_taken++;
+    }
+}
+
 static void tl_advance(pass_t* p, int64_t t) {
     aggregate_t* a = p->a;
+    if (a->opts.growth)
+        growth_advance(p, t);
     if (!a->timeline || t < a->start_ns || t > a->end_ns)
         return;
     long idx = (long)((t - a->start_ns) / a->bucket_ns);
@@ -643,6 +669,10 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     a->end_ns = o->has_to ? o->to_ns : last;
     if (a->end_ns < a->start_ns)
         a->end_ns = a->start_ns;
+    // A trace younger than the window grows from its first record, not from nothing before it.
+    a->growth_start_ns = m->first_time_ns > a->start_ns && m->first_time_ns < a->end_ns
+                             ? m->first_time_ns
+                             : a->start_ns;
     uint64_t span = (uint64_t)(a->end_ns - a->start_ns);
     a->bucket_ns = (int64_t)(span / a->opts.max_buckets + 1);
     size_t nb = (size_t)(span / (uint64_t)a->bucket_ns) + 1;
@@ -661,6 +691,11 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
         snprintf(err, errlen, "%s: %s", path, p.failed ? "out of memory" : res.message);
     } else {
         tl_advance(&p, a->end_ns);
+        if (a->opts.growth) {
+            while (a->growth_taken < AG_GROWTH_WINDOWS)
+                growth_advance(&p, a->end_ns);
+            growth_advance(&p, a->end_ns + 1);
+        }
         a->ntimeline = (size_t)(p.cur + 1);
         for (size_t i = 0; i < a->nsites; i++)
             site_touch(&p, &a->sites[i]); // the last peak's numbers for sites unchanged since
@@ -681,10 +716,47 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
 }
 
 void aggregate_free(aggregate_t* a) {
+    for (int k = 0; k <= AG_GROWTH_WINDOWS; k++)
+        free(a->growth_live[k]);
     free(a->site_slot);
     free(a->exit_map);
     free(a->timeline);
     free(a->sites);
     free(a->threads);
     memset(a, 0, sizeof *a);
+}
+
+static int cmp_growth(const void* x, const void* y) {
+    const ag_growth_t *a = x, *b = y;
+    return (a->bytes_per_s < b->bytes_per_s) - (a->bytes_per_s > b->bytes_per_s);
+}
+
+long ag_growing_sites(const aggregate_t* a, double min_rate, ag_growth_t** out) {
+    *out = NULL;
+    if (a->growth_taken <= AG_GROWTH_WINDOWS)
+        return 0;
+    ag_growth_t* v = a->nsites ? malloc(a->nsites * sizeof *v) : NULL;
+    if (a->nsites && !v)
+        return -1;
+    double seconds = (double)(a->end_ns - a->growth_start_ns) / 1e9;
+    long n = 0;
+    for (size_t i = 0; i < a->nsites; i++) {
+        if (!a->sites[i].is_kept)
+            continue;
+        ag_growth_t g = {.site = &a->sites[i]};
+        int rises = 1;
+        for (int k = 0; k <= AG_GROWTH_WINDOWS; k++) {
+            g.live[k] = i < a->growth_n[k] ? a->growth_live[k][i] : 0;
+            if (k > 0 && g.live[k] <= g.live[k - 1])
+                rises = 0;
+        }
+        if (!rises || seconds <= 0)
+            continue;
+        g.bytes_per_s = (double)(g.live[AG_GROWTH_WINDOWS] - g.live[0]) / seconds;
+        if (g.bytes_per_s >= min_rate)
+            v[n++] = g;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_growth);
+    *out = v;
+    return n;
 }

@@ -20,7 +20,13 @@ typedef struct ag_opts_s {
     int has_from, has_to;
     int64_t from_ns, to_ns; // window of events that count, inclusive
     const char* filter;    // POSIX extended regex on function names, or NULL
+    int growth;            // the window cut in AG_GROWTH_WINDOWS for the growth view
 } ag_opts_t;
+
+// The growth view: the window is cut in this many equal parts, and a call site grows when its
+// live bytes rose across every one of them (the "progressive leak" of a long-running server,
+// not a site that allocated once and holds it).
+#define AG_GROWTH_WINDOWS 4
 
 // One timeline bucket: maxima over [time_ns, time_ns + bucket width).
 typedef struct ag_point_s {
@@ -92,7 +98,24 @@ typedef struct aggregate_s {
     ag_block_t* exit_map; // in the scan's order (address order), at most AG_MAP_MAX
     size_t nexit_map, exit_map_cap;
     uint64_t exit_map_total; // blocks the last scan judged, kept in exit_map or not
+    // growth (opts.growth): each site's live bytes at the window's start and each part's end,
+    // growth_live[k][site index] for the sites known then (later ones had none)
+    uint64_t* growth_live[AG_GROWTH_WINDOWS + 1];
+    size_t growth_n[AG_GROWTH_WINDOWS + 1];
+    int growth_taken; // boundaries passed so far
+    int64_t growth_start_ns; // the window's start, or the trace's first record when later
 } aggregate_t;
+
+// A call site whose live bytes rose across every part of the window: its growth in bytes per
+// second over the whole window, and its live bytes at each boundary.
+typedef struct ag_growth_s {
+    const ag_site_t* site;
+    double bytes_per_s;
+    uint64_t live[AG_GROWTH_WINDOWS + 1];
+} ag_growth_t;
+// The growing sites, fastest first, those at min_rate bytes/s or more (*out: malloc'd, caller
+// frees). Their count, or -1 when memory runs out.
+long ag_growing_sites(const aggregate_t* a, double min_rate, ag_growth_t** out);
 
 // Parse "123", "123ns", "1.5ms", "2s", "10us" into nanoseconds. Returns 0 or -EINVAL.
 int ag_parse_time(const char* s, int64_t* out_ns);
@@ -134,6 +157,8 @@ void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);
 // --- the outputs (report_views.c, report_flame.c, report_pprof.c, report_massif.c) ----------
 typedef struct ag_view_opts_s {
     int summary, histogram, timeline, threads;
+    int growth;         // the growing call sites
+    double growth_rate; // ... growing at least this fast (bytes per second)
     int top;     // call sites shown (0: none)
     int sort;    // AG_METRIC_*
 } ag_view_opts_t;

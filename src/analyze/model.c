@@ -355,6 +355,8 @@ static int on_record(const rd_record_t* r, void* arg) {
     model_t* m = arg;
     if (r->time_ns > m->last_time_ns)
         m->last_time_ns = r->time_ns;
+    if (hl_unlikely(m->first_time_ns < 0) && r->time_ns > 0)
+        m->first_time_ns = r->time_ns;
     if (hl_unlikely(m->exec_path) &&
         (r->tag == REC_ALLOC || r->tag == REC_FREE || r->tag == REC_MMAP || r->tag == REC_MUNMAP))
         exec_failed(m);
@@ -386,6 +388,7 @@ static void finish_levels(model_t* m) {
 
 int model_load(model_t* m, const char* path) {
     memset(m, 0, sizeof *m);
+    m->first_time_ns = -1;
     int rc = rd_read_file(path, on_record, m, &m->read);
     if (rc != 0)
         return rc;

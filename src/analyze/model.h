@@ -125,6 +125,7 @@ typedef struct model_s {
     int has_end, end_how;
     uint64_t end_value;
     int64_t end_time_ns, last_time_ns;
+    int64_t first_time_ns; // the first record with a time (-1: none)
     char* exec_path; // set when the image called exec and no END followed
     int is_scanned;
     int is_scan_short; // the agent had no memory for its scan (HL_SCAN_NO_MEMORY)

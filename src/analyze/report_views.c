@@ -216,6 +216,32 @@ static void text_threads(FILE* out, const aggregate_t* a) {
     fputc('\n', out);
 }
 
+static void text_growth(FILE* out, report_ctx_t* c, const aggregate_t* a, double min_rate) {
+    ag_growth_t* g;
+    long n = ag_growing_sites(a, min_rate, &g);
+    if (n < 0)
+        return;
+    char w[AG_GROWTH_WINDOWS + 2][32];
+    fprintf(out, "GROWING CALL SITES: live bytes rose in each of %d parts of the window", AG_GROWTH_WINDOWS);
+    if (min_rate > 0)
+        fprintf(out, ", by %s bytes/s or more", report_commas(w[0], sizeof w[0], (uint64_t)min_rate));
+    fprintf(out, " (%ld)\n", n);
+    text_window(out, a);
+    for (long i = 0; i < n; i++) {
+        fprintf(out, "#%ld  %s bytes/s  |  live bytes", i + 1,
+                report_commas(w[0], sizeof w[0], (uint64_t)(g[i].bytes_per_s + 0.5)));
+        for (int k = 0; k <= AG_GROWTH_WINDOWS; k++)
+            fprintf(out, "%s%s", k ? " -> " : " ",
+                    report_commas(w[k + 1], sizeof w[k + 1], g[i].live[k]));
+        fputc('\n', out);
+        text_stack(out, c, g[i].site->stack);
+    }
+    if (n == 0)
+        fprintf(out, "  (no call site grew in every part)\n");
+    fputc('\n', out);
+    free(g);
+}
+
 void ag_views_text(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_view_opts_t* v) {
     if (v->summary)
         text_summary(out, c, a);
@@ -227,6 +253,8 @@ void ag_views_text(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_vi
         text_timeline(out, a);
     if (v->threads)
         text_threads(out, a);
+    if (v->growth)
+        text_growth(out, c, a, v->growth_rate);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,5 +354,22 @@ void ag_views_json(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_vi
             first = 0;
         }
         fputs("\n  ]", out);
+    }
+    if (v->growth) {
+        ag_growth_t* g;
+        long n = ag_growing_sites(a, v->growth_rate, &g);
+        fprintf(out, ",\n  \"growth\": {\"parts\": %d, \"min_bytes_per_s\": %.0f, \"sites\": [",
+                AG_GROWTH_WINDOWS, v->growth_rate);
+        for (long i = 0; i < n; i++) {
+            fprintf(out, "%s{\"bytes_per_s\": %.0f, \"live_bytes\": [", i ? ",\n    " : "\n    ",
+                    g[i].bytes_per_s);
+            for (int k = 0; k <= AG_GROWTH_WINDOWS; k++)
+                fprintf(out, "%s%llu", k ? ", " : "", U(g[i].live[k]));
+            fputs("], \"site\": ", out);
+            json_site(out, c, g[i].site);
+            fputc('}', out);
+        }
+        fputs(n > 0 ? "\n  ]}" : "]}", out);
+        free(g);
     }
 }

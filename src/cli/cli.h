@@ -54,6 +54,10 @@ extern int cli_trace_is_live;
 int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
                      size_t nkids, int exit_status, int exit_signal, int* has_errors);
 
+// The call sites whose live bytes rose in each quarter of the run, growing by `rate` bytes/s or
+// more, on stderr (the run's report): 0, or 1 after printing one error line.
+int cli_report_growth(const char* trace, const cli_report_opts_t* o, double rate);
+
 // The HTML page for a loaded trace; 0, or 1 after printing one error line.
 int cli_write_html(const char* path, report_ctx_t* ctx, const report_opts_t* ro,
                    const char* trace);
@@ -69,6 +73,7 @@ const char* cli_option_value(int argc, char** argv, int* i, const char* name, in
 typedef struct cli_run_opts_s {
     const char* output;
     int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control, wait;
+    double alert_growth; // report the call sites growing this fast (bytes/s); < 0: not asked
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
     cli_report_opts_t report;

@@ -24,7 +24,8 @@ typedef struct views_s {
 } views_t;
 
 static int has_view(const views_t* w) {
-    return w->v.summary || w->v.top > 0 || w->v.histogram || w->v.timeline || w->v.threads;
+    return w->v.summary || w->v.top > 0 || w->v.histogram || w->v.timeline || w->v.threads ||
+           w->v.growth;
 }
 
 static int has_output(const views_t* w) {
@@ -57,6 +58,21 @@ static int view_option(int argc, char** argv, int* i, views_t* w) {
         return w->v.timeline = 1;
     if (!strcmp(a, "--threads"))
         return w->v.threads = 1;
+    if (!strcmp(a, "--growth")) {
+        w->ag.growth = 1;
+        return w->v.growth = 1;
+    }
+    if ((v = cli_option_value(argc, argv, i, "--growth-rate", &missing))) {
+        char* end;
+        double r = strtod(v, &end);
+        if (!*v || *end || r < 0) {
+            cli_error("--growth-rate: expected bytes per second, got '%s'", v);
+            return -1;
+        }
+        w->v.growth_rate = r;
+        w->ag.growth = 1;
+        return w->v.growth = 1;
+    }
     if ((v = cli_option_value(argc, argv, i, "--top", &missing))) {
         if (parse_count("--top", v, 1, 1000000, &n) != 0)
             return -1;

@@ -56,6 +56,8 @@ static const char shell_help[] =
     "mark                   mark this moment: prints the mark's number\n"
     "since MARK [N]         what is still live from after MARK, by call site\n"
     "dump FILE              the report of now: FILE.html a page, anything else JSON\n"
+    "grow [SECONDS]         call sites whose live bytes rose in each quarter of the last\n"
+    "                       SECONDS (default 60): the leaks of a long-running process\n"
     "stop                   end the trace now (as at exit: scanned); the process runs on\n"
     "start                  after stop: a new trace, beginning with the blocks live now\n"
     "reset                  stop, then start\n"
@@ -213,6 +215,24 @@ static void cmd_since(shell_t* s, char* args) {
                    6);
 }
 
+#define SHELL_GROW_DEFAULT_S 60
+
+static void cmd_grow(shell_t* s, char* args) {
+    char* end;
+    double seconds = args[0] ? strtod(args, &end) : SHELL_GROW_DEFAULT_S;
+    if (args[0] && (*end || seconds <= 0)) {
+        printf("grow: expected seconds, got '%s'\n", args);
+        return;
+    }
+    char ans[SHELL_LINE], when[32], from[48];
+    if (ask(s, "status", ans, sizeof ans) != 0 || field(ans, "time", when, sizeof when))
+        return;
+    long long now = strtoll(when, NULL, 10), start = now - (long long)(seconds * 1e9);
+    snprintf(from, sizeof from, "%lldns", start > 0 ? start : 0);
+    if (flush_trace(s) == 0)
+        run_report(s, (const char*[]){"--growth", "--from", from}, 3);
+}
+
 static void cmd_dump(shell_t* s, char* args) {
     if (!args[0]) {
         printf("dump: to which file? (FILE.html: a page; else JSON)\n");
@@ -257,8 +277,9 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
 
 static int find_trace(shell_t* s);
 
-static const char* const shell_commands[] = {"dump", "flush", "help",  "leaks", "mark",  "quit",
-                                             "reset", "since", "start", "status", "stop", "top"};
+static const char* const shell_commands[] = {"dump",  "flush", "grow",   "help", "leaks",
+                                             "mark",  "quit",  "reset",  "since", "start",
+                                             "status", "stop", "top"};
 static const char* const sort_keys[] = {"allocations", "bytes", "peak", "leaked", "temporary"};
 
 // Tab completion: the command as the first word; after `top`, `sort` and its keys; `leaks all`.
@@ -333,6 +354,8 @@ static int execute(shell_t* s, char* line) {
         cmd_since(s, args);
     else if (!strcmp(cmd, "dump"))
         cmd_dump(s, args);
+    else if (!strcmp(cmd, "grow"))
+        cmd_grow(s, args);
     else if (!strcmp(cmd, "stop"))
         cmd_stop(s);
     else if (!strcmp(cmd, "start"))

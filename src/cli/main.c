@@ -7,6 +7,7 @@
 
 #include "../analyze/report_html.h"
 #include "../analyze/report_sarif.h"
+#include "../analyze/aggregate.h"
 #include "cli.h"
 #include "outfile.h"
 
@@ -53,6 +54,8 @@ void cli_usage_run(FILE* out) {
           "  --no-scan                skip the reachability scan at exit\n"
           "  --no-control             no control socket (heaplens shell cannot reach it)\n"
           "  --wait                   start the program only once `heaplens shell PID` connects\n"
+          "  --alert-growth R         after the report, the call sites whose live bytes rose in\n"
+          "                           each quarter of the run by R bytes/s or more\n"
           "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
           "                           only the allocation and the second release)\n"
           "  -h, --help               this help\n",
@@ -73,6 +76,9 @@ void cli_usage_report(FILE* out) {
           "  --histogram              allocation sizes in power-of-two buckets\n"
           "  --timeline               heap, mapped and RSS bytes over time\n"
           "  --threads                allocations, bytes and frees per thread\n"
+          "  --growth                 call sites whose live bytes rose in each quarter of the\n"
+          "                           window (progressive leaks)\n"
+          "  --growth-rate R          ... and by at least R bytes per second\n"
           "  --from T, --to T         count only events in this window (ns; or us, ms, s suffix)\n"
           "  --filter REGEX           only call sites with a function matching (POSIX extended)\n"
           "  --buckets N              timeline points at most (default 1000)\n"
@@ -364,6 +370,36 @@ int cli_trace_is_live;
 
 void cli_usage_report_options(FILE* out) {
     fputs(report_options_help, out);
+}
+
+int cli_report_growth(const char* trace, const cli_report_opts_t* o, double rate) {
+    cli_trace_t t;
+    if (cli_trace_open(&t, trace, o) != 0)
+        return 1;
+    aggregate_t a;
+    memset(&a, 0, sizeof a);
+    ag_opts_t ao = {.growth = 1};
+    char err[512];
+    int status = 1;
+    char* text = NULL;
+    size_t len = 0;
+    FILE* mem = NULL;
+    if (aggregate_build(&a, t.ctx, trace, &ao, err, sizeof err) != 0) {
+        cli_error("%s", err);
+    } else if ((mem = open_memstream(&text, &len)) != NULL) {
+        ag_view_opts_t v = {.growth = 1, .growth_rate = rate};
+        ag_views_text(mem, t.ctx, &a, &v);
+        fclose(mem);
+        // the run's report: every line marked, as the rest of it
+        for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(stderr, "==heaplens== %s\n", line);
+        fflush(stderr);
+        free(text);
+        status = 0;
+    }
+    aggregate_free(&a);
+    cli_trace_close(&t);
+    return status;
 }
 
 int cli_is_help(const char* a) {

@@ -147,6 +147,12 @@ ok "start: a live scan of the new trace" "$(head -c 300 "$SH")" grep -q "^==heap
 ok "start: the kept list, through blocks made while stopped, still reachable, nothing of it lost" "$(grep -B1 -A1 'lost in loss' "$SH" | head -8)" \
     bash -c "! grep -A1 'lost in loss record' '$SH' | grep -q 'keep_one'"
 
+# grow: both sites that keep growing (leak_late's leaks, the kept list) over the last second
+shell basic 'grow 1\n'
+ok "grow 1: leak_late and keep_one grow in every quarter" "$(head -12 "$SH")" \
+    bash -c "grep -q '^GROWING CALL SITES: live bytes rose in each of 4 parts of the window (2)' '$SH' &&
+             grep -A1 '^#[12] ' '$SH' | grep -q 'at leak_late ' && grep -A1 '^#[12] ' '$SH' | grep -q 'at keep_one '"
+
 ok "basic: the program ends as it would alone" "" stop basic
 ok "basic: its exit status (7) and output" "status $(cat "$WORK/basic/status"); $(cat "$WORK/basic/out")" \
     bash -c "[ \"\$(cat '$WORK/basic/status')\" = 7 ] && [ \"\$(cat '$WORK/basic/out')\" = 'served 1' ]"
@@ -183,6 +189,27 @@ else
     ok "control=0: no socket, the program runs" "" bash -c "[ -s '$WORK/nocontrol/pid' ]"
 fi
 stop nocontrol
+
+# ---------------------------------------------------------------------------------------------
+# run --alert-growth: after the report, the growing sites at or above the rate
+# ---------------------------------------------------------------------------------------------
+for rate in 1 1000000000; do
+    d=$WORK/alert$rate
+    mkdir -p "$d"
+    (cd "$d" && timeout -k 5 60 "$HL" run --alert-growth "$rate/s" -o "$d/t.hl" -- "$PROGS/live_server" "$d" \
+        >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+    RUNS+=($!)
+    sleep 1
+    touch "$d/stop"
+    for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
+done
+ok "run --alert-growth 1/s: leak_early and keep_one, leak_early first" "$(grep -A1 'GROWING' "$WORK/alert1/err")" \
+    bash -c "grep -q '^==heaplens== GROWING CALL SITES: .* by 1 bytes/s or more (2)' '$WORK/alert1/err' &&
+             grep -A1 '^==heaplens== #1 ' '$WORK/alert1/err' | grep -q 'at leak_early '"
+ok "run --alert-growth 1000000000/s: none that fast" "$(grep -A1 'GROWING' "$WORK/alert1000000000/err")" \
+    grep -q "(no call site grew in every part)" "$WORK/alert1000000000/err"
+ok "run --alert-growth: the program's output and status untouched" "" \
+    bash -c "[ \"\$(cat '$WORK/alert1/status')\" = 7 ] && [ \"\$(cat '$WORK/alert1/out')\" = 'served 1' ]"
 
 # ---------------------------------------------------------------------------------------------
 # run --wait: the program starts once a shell has connected
