@@ -62,6 +62,12 @@ void chunk_file_header(uint8_t out[HL_FILE_HEADER_SIZE]) {
     memset(out, 0, HL_FILE_HEADER_SIZE);
     memcpy(out, HL_TRACE_MAGIC, 8);
     out[8] = (uint8_t)HL_TRACE_VERSION;
+    uint32_t flags = (uint32_t)sizeof(void*) & HL_HDR_WORD_SIZE_MASK;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    flags |= HL_HDR_BIG_ENDIAN;
+#endif
+    for (int i = 0; i < 4; i++) // little-endian, as every fixed field of the format
+        out[12 + i] = (uint8_t)(flags >> (8 * i));
 }
 
 // Room for `more` compressed bytes after the open chunk's header and what it holds so far.

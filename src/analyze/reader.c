@@ -72,6 +72,14 @@ static int check_header(FILE* f, rd_result_t* res) {
                  HL_TRACE_VERSION);
         return -EINVAL;
     }
+    uint32_t flags = le32(hdr + 12);
+    res->word_size = flags & HL_HDR_WORD_SIZE_MASK ? flags & HL_HDR_WORD_SIZE_MASK : 8;
+    res->is_big_endian = (flags & HL_HDR_BIG_ENDIAN) != 0;
+    if (res->word_size != 4 && res->word_size != 8) {
+        snprintf(res->message, sizeof res->message,
+                 "not a heaplens trace (a %u-byte pointer size in its header)", res->word_size);
+        return -EINVAL;
+    }
     return 0;
 }
 

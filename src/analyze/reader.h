@@ -75,6 +75,8 @@ typedef struct rd_result_s {
     uint64_t chunks;
     uint64_t records;
     char message[256];  // why decoding stopped early, with the byte offset
+    unsigned word_size; // the traced machine's pointer size in bytes (the header's flags)
+    int is_big_endian;  // ... and its byte order
 } rd_result_t;
 
 // Decode the trace at path, calling cb for every record. Returns 0 when the file is a trace

@@ -77,7 +77,9 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     report_json_string(out, m->exe);
     fputs(", \"argv\": ", out);
     report_json_argv(out, m);
-    fprintf(out, ", \"fork_child\": %s},\n", m->is_fork_child ? "true" : "false");
+    fprintf(out, ", \"fork_child\": %s, \"word_size\": %u, \"byte_order\": \"%s\"},\n",
+            m->is_fork_child ? "true" : "false", m->read.word_size,
+            m->read.is_big_endian ? "big" : "little");
     fprintf(out, "  \"end\": {\"how\": \"%s\", \"value\": %llu, \"time_ns\": %lld",
             end_how(m), (unsigned long long)m->end_value,
             (long long)(m->has_end ? m->end_time_ns : m->last_time_ns));

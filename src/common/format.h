@@ -54,6 +54,12 @@
 #define HL_TRACE_VERSION 3u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
 #define HL_FILE_HEADER_SIZE 16
+// The header's flags describe the traced machine, so that a collector on another machine (or a
+// reader of the file anywhere) knows what it holds: the pointer size in bytes (0 in traces from
+// before this field: 8) and the byte order. Everything in a trace is little-endian varints
+// whatever the target's order, so this informs; it does not change decoding.
+#define HL_HDR_WORD_SIZE_MASK 0xffu
+#define HL_HDR_BIG_ENDIAN 0x100u
 #define HL_CHUNK_HEADER_SIZE 16
 #define HL_CHUNK_RAW_MAX (4u << 20)
 #define HL_TIME_STEP_US 2000u

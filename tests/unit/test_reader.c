@@ -386,6 +386,36 @@ TEST(a_version_2_trace_is_refused) {
     model_free(&m);
 }
 
+// The header says what machine the trace came from: word size and byte order (a collector on
+// another machine shows it); 0 (traces from before the field) reads as 8 bytes, little-endian.
+TEST(the_header_names_the_targets_word_size_and_byte_order) {
+    const uint32_t flags[] = {0, 4, 8 | HL_HDR_BIG_ENDIAN, 3};
+    const unsigned words[] = {8, 4, 8, 0};
+    const int big[] = {0, 0, 1, 0};
+    for (int k = 0; k < 4; k++) {
+        buf_t* b = new_buf();
+        tw_t w;
+        ASSERT_TRUE(tw_open(&w, 1 << 16, HL_TRACE_VERSION) == 0);
+        le32(w.data + 12, flags[k]);
+        rec_info(b, 42);
+        tw_chunk(&w, b, 1);
+        write_file(w.data, w.len);
+        tw_close(&w);
+        free(b);
+        model_t m;
+        int rc = model_load(&m, tmp_path);
+        if (words[k]) {
+            EXPECT_EQ_I(rc, 0);
+            EXPECT_EQ_U(m.read.word_size, words[k]);
+            EXPECT_EQ_I(m.read.is_big_endian, big[k]);
+        } else {
+            EXPECT_EQ_I(rc, -EINVAL); // a 3-byte pointer: not a trace
+            EXPECT_TRUE(strstr(m.read.message, "pointer size") != NULL);
+        }
+        model_free(&m);
+    }
+}
+
 // Verdicts in address order: an indirectly lost block may name a leader that comes after it.
 // Stacks: 1 and 2 definitely lost, 3 reached only through them.
 TEST(verdict_leaders_forward_and_back) {
@@ -606,6 +636,7 @@ int main(void) {
     RUN_TEST(a_free_of_an_undefined_site_is_corrupt);
     RUN_TEST(a_temporary_free_releases_its_threads_latest_alloc);
     RUN_TEST(a_version_2_trace_is_refused);
+    RUN_TEST(the_header_names_the_targets_word_size_and_byte_order);
     RUN_TEST(verdict_leaders_forward_and_back);
     RUN_TEST(live_blocks_without_verdicts_are_unscanned);
     RUN_TEST(free_explicit_before_and_after_its_site);
