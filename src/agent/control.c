@@ -23,6 +23,7 @@
 #include "../common/private_dir.h"
 #include "agent.h"
 #include "control.h"
+#include "stacks.h"
 #include "live.h"
 #include "log.h"
 #include "options.h"
@@ -235,6 +236,17 @@ static void execute(const char* cmd) {
             hl_fmt(out, sizeof out, "ok started trace=%s", where);
             reply(out);
         }
+    } else if (is_word(cmd, "depth", &rest)) {
+        // Options hold for a whole trace: the next one (start) takes it.
+        unsigned long n = strtoul(rest, NULL, 10);
+        if (n < 1 || n > HL_MAX_DEPTH) {
+            hl_fmt(out, sizeof out, "error depth takes 1 to %d", HL_MAX_DEPTH);
+            reply(out);
+            return;
+        }
+        writer_set_next_depth((int)n);
+        hl_fmt(out, sizeof out, "ok depth=%lu from the next trace", n);
+        reply(out);
     } else if (is_word(cmd, "quit", &rest)) {
         drop_client();
     } else {

@@ -462,7 +462,16 @@ typedef struct recent_s {
     last_stack_t walks[HL_RECENT];
     uint8_t index[HL_RECENT_INDEX]; // hash of (ip, sp) of frame 0 -> walk + 1 (0: none)
     int latest; // the walk taken last
+    unsigned generation; // recent_generation when these were walked
 } recent_t;
+
+// A new trace may unwind to another depth (a `depth` command): the walks before it are not
+// reused after it.
+static _Atomic unsigned recent_generation;
+
+void unwind_forget_recent(void) {
+    atomic_fetch_add(&recent_generation, 1);
+}
 
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
@@ -625,6 +634,13 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
         return capture_general(max);
     recent_t* rc = &st->recent[which];
+    unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
+    if (hl_unlikely(rc->generation != generation)) {
+        memset(rc->index, 0, sizeof rc->index);
+        for (int k = 0; k < HL_RECENT; k++)
+            rc->walks[k].n = 0;
+        rc->generation = generation;
+    }
     uint32_t at = recent_slot(ip, sp);
     if (rc->index[at]) {
         last_stack_t* seen = &rc->walks[rc->index[at] - 1];

@@ -37,6 +37,7 @@
 #include "sites.h"
 #include "stacks.h"
 #include "thread.h"
+#include "unwind.h"
 #include "writer.h"
 
 _Atomic int hl_writer_sleeping;
@@ -849,9 +850,20 @@ int writer_stop_locked(void) {
 // A new trace in a new file, from a stopped one: it begins with every block live now (INHERIT),
 // as a trace that goes on after a lost collector does; the blocks made while stopped are
 // unknown, as before an attach.
+static int next_depth; // a `depth` command's, for the next trace (0: unchanged)
+
+void writer_set_next_depth(int depth) {
+    next_depth = depth;
+}
+
 int writer_start_again_locked(void) {
     if (atomic_load(&hl_phase) != HL_STOPPED || stop_world_drained(1) != 0)
         return -1;
+    if (next_depth) { // every thread is stopped: no capture reads it meanwhile
+        hl_opt.depth = next_depth;
+        unwind_forget_recent();
+    }
+    next_depth = 0;
     chunk_restart();
     if (sink_open() != 0) {
         scan_resume_world();

@@ -36,6 +36,7 @@ int writer_scan_now_locked(struct hl_scan_tally_s* tally);
 // "stop"), the hooks pass calls through; start: a new trace in a new file, beginning with the
 // blocks live now. 0, or -1 (not in the phase for it, or not every thread would stop).
 int writer_stop_locked(void);
+void writer_set_next_depth(int depth); // frames per stack from the next start (control.c)
 int writer_start_again_locked(void);
 // An ERROR record, written at once (errors are rare; the record carries everything the report
 // needs, so it may overtake the ring events of the same block).

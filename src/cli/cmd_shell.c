@@ -61,6 +61,7 @@ static const char shell_help[] =
     "stop                   end the trace now (as at exit: scanned); the process runs on\n"
     "start                  after stop: a new trace, beginning with the blocks live now\n"
     "reset                  stop, then start\n"
+    "depth N                frames per stack: a new trace (reset) with N\n"
     "flush                  write everything the process has recorded to its trace\n"
     "help                   this list\n"
     "quit                   leave (the process runs on)\n";
@@ -277,7 +278,7 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
 
 static int find_trace(shell_t* s);
 
-static const char* const shell_commands[] = {"dump",  "flush", "grow",   "help", "leaks",
+static const char* const shell_commands[] = {"depth", "dump",  "flush", "grow",   "help", "leaks",
                                              "mark",  "quit",  "reset",  "since", "start",
                                              "status", "stop", "top"};
 static const char* const sort_keys[] = {"allocations", "bytes", "peak", "leaked", "temporary"};
@@ -356,7 +357,15 @@ static int execute(shell_t* s, char* line) {
         cmd_dump(s, args);
     else if (!strcmp(cmd, "grow"))
         cmd_grow(s, args);
-    else if (!strcmp(cmd, "stop"))
+    else if (!strcmp(cmd, "depth")) {
+        char req[64];
+        snprintf(req, sizeof req, "depth %s", args);
+        if (ask(s, req, ans, sizeof ans) == 0) { // it holds for a whole trace: a new one
+            cmd_stop(s);
+            cmd_start(s);
+            printf("depth %s from now on\n", args);
+        }
+    } else if (!strcmp(cmd, "stop"))
         cmd_stop(s);
     else if (!strcmp(cmd, "start"))
         cmd_start(s);

@@ -147,6 +147,15 @@ ok "start: a live scan of the new trace" "$(head -c 300 "$SH")" grep -q "^==heap
 ok "start: the kept list, through blocks made while stopped, still reachable, nothing of it lost" "$(grep -B1 -A1 'lost in loss' "$SH" | head -8)" \
     bash -c "! grep -A1 'lost in loss record' '$SH' | grep -q 'keep_one'"
 
+# depth: a new trace whose stacks have that many frames
+shell basic 'depth 2\n'
+ok "depth 2: a new trace" "$(cat "$SH")" bash -c "grep -q '^started: a new trace, $WORK/basic/t.hl.2' '$SH' && grep -q '^depth 2 from now on' '$SH'"
+sleep 0.3
+shell basic 'top 1 sort allocations\n'
+frames=$(awk '/^#1 /{on=1; next} on && /^      (at|by) /{n++} on && !/^      (at|by) /{on=0} END{print n+0}' "$SH")
+ok "depth 2: the new trace's stacks have 2 frames" "$frames frames; $(head -5 "$SH")" [ "$frames" = 2 ]
+ok "depth 0: refused" "" bash -c "printf 'depth 0\n' | '$HL' shell $PID | grep -q '^depth takes 1 to 256'"
+
 # grow: both sites that keep growing (leak_late's leaks, the kept list) over the last second
 shell basic 'grow 1\n'
 ok "grow 1: leak_late and keep_one grow in every quarter" "$(head -12 "$SH")" \
@@ -157,7 +166,7 @@ ok "basic: the program ends as it would alone" "" stop basic
 ok "basic: its exit status (7) and output" "status $(cat "$WORK/basic/status"); $(cat "$WORK/basic/out")" \
     bash -c "[ \"\$(cat '$WORK/basic/status')\" = 7 ] && [ \"\$(cat '$WORK/basic/out')\" = 'served 1' ]"
 ok "basic: the socket is gone with the process" "" bash -c "[ ! -e '$SOCKDIR/ctl.$BASIC_PID' ]"
-"$HL" report --json "$WORK/basic/final.json" -q "$WORK/basic/t.hl.1" 2>"$WORK/basic/report.err"
+"$HL" report --json "$WORK/basic/final.json" -q "$WORK/basic/t.hl.2" 2>"$WORK/basic/report.err"
 ok "basic: the trace with live scans in it reports as usual: complete, exit scan" "$(cat "$WORK/basic/report.err")" \
     python3 -c "
 import json,sys
