@@ -4,6 +4,7 @@
 // compressed chunks. All encoder state lives behind one lock that only the writer, heap-error
 // reports, fork and exit take, never the allocation hot path.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -683,6 +684,39 @@ static void* writer_stack(void) {
 // That holds because the writer never enters those paths: it does not allocate (its memory is
 // os_map's), use stdio, or take glibc's locks (the loader's is taken by program threads, see
 // writer_modules_changed). The program's own first pthread_create clears the flag as usual.
+// The writer's tid as soon as it exists, not once it first runs: a scan must know it to leave it
+// alone, and a short program that exits at once would otherwise wait for the scheduler to run
+// the writer (1-10 ms per process on a busy machine). When this thread is the only other task,
+// the new one is the writer; else its own first step says (writer_main).
+static void note_writer_tid(void) {
+    if (atomic_load(&writer_tid))
+        return;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char dents[1024];
+    int self = os_gettid(), other = 0, others = 0;
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0 && others < 2) {
+        for (long off = 0; off < got;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            int tid = 0;
+            for (const char* c = d->d_name; *c >= '0' && *c <= '9'; c++)
+                tid = tid * 10 + (*c - '0');
+            if (tid > 0 && tid != self) {
+                other = tid;
+                others++;
+            }
+        }
+    }
+    close(fd);
+    int none = 0;
+    if (others == 1)
+        atomic_compare_exchange_strong(&writer_tid, &none, other);
+}
+
 int writer_start(void) {
     if (atomic_exchange(&writer_running, 1))
         return 0;
@@ -714,6 +748,7 @@ int writer_start(void) {
         atomic_store(&writer_running, 0);
         return -rc;
     }
+    note_writer_tid();
     thread_uncount_agent_thread(); // the process ends with the program's last thread
     if (was_single) {
         *libc_flag = 1;
