@@ -257,6 +257,21 @@ static int gone_unparked(void) {
     return n;
 }
 
+// The signal that asks a thread to park: a real-time signal the program has no handler for (a
+// program may use any of them; glibc keeps the first two for itself), looked for from the top,
+// where programs rarely look. The agent's handler takes it for the stop only, then the program's
+// disposition is put back. With every one taken, the top one (its handler is restored after).
+#define HL_PARK_SIGNAL_LOOK 8 // from SIGRTMAX down: how many are tried
+static int choose_park_signal(void) {
+    for (int sig = SIGRTMAX; sig > SIGRTMAX - HL_PARK_SIGNAL_LOOK && sig >= SIGRTMIN; sig--) {
+        struct sigaction cur;
+        if (sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == SIG_DFL)
+            return sig;
+    }
+    return SIGRTMAX;
+}
+
 // Signals every other thread of the process (but the agent's own) and waits for each to park.
 // Returns 1 when all did. Threads that block the signal are scanned without registers.
 static int stop_world(int self_tid) {
@@ -274,7 +289,7 @@ static int stop_world(int self_tid) {
     nparked = 0;
     int n = list_other_threads(self_tid, parked, HL_MAX_PARKED);
     nparked = n < HL_MAX_PARKED ? n : HL_MAX_PARKED;
-    park_signal = SIGRTMAX - 3;
+    park_signal = choose_park_signal();
     struct sigaction sa = {0}, old;
     sa.sa_sigaction = on_park;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
