@@ -157,10 +157,10 @@ void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);
 // --- the outputs (report_views.c, report_flame.c, report_pprof.c, report_massif.c) ----------
 typedef struct ag_view_opts_s {
     int summary, histogram, timeline, threads;
-    int growth;         // the growing call sites
-    double growth_rate; // ... growing at least this fast (bytes per second)
     int top;     // call sites shown (0: none)
     int sort;    // AG_METRIC_*
+    int growth;         // the growing call sites
+    double growth_rate; // ... growing at least this fast (bytes per second)
 } ag_view_opts_t;
 
 void ag_views_text(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_view_opts_t* v);

@@ -143,7 +143,7 @@ static void w_sarif(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const
 }
 static void w_views(FILE* out, report_ctx_t* ctx, const report_opts_t* ro, const aggregate_t* a) {
     (void)ro;
-    ag_view_opts_t v = {1, 1, 1, 1, 5, AG_METRIC_PEAK};
+    ag_view_opts_t v = {1, 1, 1, 1, 5, AG_METRIC_PEAK, 1, 0};
     fputs("{\"views\": true", out); // the keys come each after a comma
     ag_views_json(out, ctx, a, &v);
     fputs("}", out);
@@ -177,10 +177,10 @@ static void reports(report_ctx_t* ctx, const char* path) {
 
     aggregate_t a;
     memset(&a, 0, sizeof a);
-    ag_opts_t ao = {.max_buckets = 50};
+    ag_opts_t ao = {.max_buckets = 50, .growth = 1};
     if (aggregate_build(&a, ctx, path, &ao, err, sizeof err) == 0) {
         for (int metric = 0; metric < AG_METRIC_COUNT; metric++) {
-            ag_view_opts_t v = {1, 1, 1, 1, 5, metric};
+            ag_view_opts_t v = {1, 1, 1, 1, 5, metric, 1, 1000};
             ag_views_text(devnull, ctx, &a, &v);
             ag_write_collapsed(devnull, ctx, &a, metric);
             ag_write_flamegraph(devnull, ctx, &a, metric, "fuzz <&\">");
@@ -193,9 +193,9 @@ static void reports(report_ctx_t* ctx, const char* path) {
     // A window and a filter: the pass's other branches.
     memset(&a, 0, sizeof a);
     ag_opts_t win = {.max_buckets = 7, .has_from = 1, .from_ns = 1000, .has_to = 1,
-                     .to_ns = 50000000, .filter = "alloc|main|^_Z"};
+                     .to_ns = 50000000, .filter = "alloc|main|^_Z", .growth = 1};
     if (aggregate_build(&a, ctx, path, &win, err, sizeof err) == 0) {
-        ag_view_opts_t v = {1, 1, 1, 1, 3, AG_METRIC_LEAKED};
+        ag_view_opts_t v = {1, 1, 1, 1, 3, AG_METRIC_LEAKED, 1, 0};
         ag_views_text(devnull, ctx, &a, &v);
         ag_write_massif(devnull, ctx, &a);
     }
