@@ -756,7 +756,8 @@ long ag_growing_sites(const aggregate_t* a, double min_rate, ag_growth_t** out) 
         if (g.bytes_per_s >= min_rate)
             v[n++] = g;
     }
-    qsort(v, (size_t)n, sizeof *v, cmp_growth);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, cmp_growth);
     *out = v;
     return n;
 }

@@ -73,7 +73,8 @@ const char* cli_option_value(int argc, char** argv, int* i, const char* name, in
 typedef struct cli_run_opts_s {
     const char* output;
     int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control, wait;
-    double alert_growth; // report the call sites growing this fast (bytes/s); < 0: not asked
+    int has_alert_growth; // report the call sites growing alert_growth bytes/s or faster
+    double alert_growth;
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
     cli_report_opts_t report;

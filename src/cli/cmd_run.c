@@ -253,7 +253,7 @@ static int free_trace_name(const char* output) {
 }
 
 int cmd_run(int argc, char** argv) {
-    run_opts_t o = {.depth = 32, .guard = 8, .sample_ms = 10, .alert_growth = -1};
+    run_opts_t o = {.depth = 32, .guard = 8, .sample_ms = 10};
     cli_report_defaults(&o.report);
     int i = 1;
     for (; i < argc; i++) {
@@ -303,6 +303,7 @@ int cmd_run(int argc, char** argv) {
             o.wait = 1;
         else if ((v = cli_option_value(argc, argv, &i, "--alert-growth", NULL))) {
             char* end;
+            o.has_alert_growth = 1;
             o.alert_growth = strtod(v, &end);
             if (!strcmp(end, "/s") || !strcmp(end, "B/s"))
                 end += strlen(end);
@@ -531,7 +532,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         report_failed = cli_report_trace(root_trace, &o.report, kids, nkids, exit_status,
                                          exit_signal, &has_errors) != 0;
     }
-    if (o.alert_growth >= 0 && root_trace && !report_failed)
+    if (o.has_alert_growth && root_trace && !report_failed)
         cli_report_growth(root_trace, &o.report, o.alert_growth);
     for (size_t k = 0; k < nents; k++)
         free(ents[k].trace);
