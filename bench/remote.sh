@@ -3,9 +3,11 @@
 # bench/remote.sh [BUILD_DIR] - the trace sent to a collector against the trace written to a file.
 # Each workload runs natively, under `heaplens run -o FILE`, and under `heaplens run --remote ADDR`
 # to a `heaplens server` on this machine, once on a UNIX socket and once on loopback TCP, in
-# alternation (ROUNDS rounds, default 3, the order rotated each round). Prints the medians, the
-# ratios remote/file and file/native, and the trace bytes the collector wrote next to the bytes
-# the file run wrote (the same content; their sizes differ by a few TIME records at most).
+# alternation (ROUNDS rounds, default 3, the order rotated each round). Prints the medians and
+# the ratios remote/file and file/native of wall times, then of CPU times (the collector's CPU
+# over the run added to the remote runs': less noisy on a shared machine), and the trace bytes
+# the collector wrote next to the bytes the file run wrote (the same records; the sizes differ
+# by a few TIME records).
 # The collector runs on the same 2 cores as the program: its receiving and writing are part of
 # the remote columns, as they would be on a target that is its own collector.
 # Knobs: ROUNDS=N, DEPTH=N (heaplens -d, default 64 as in run.sh), REMOTE_WORKLOADS="a b".
@@ -64,6 +66,7 @@ start_server() { # NAME LISTEN -> sets addr_NAME
     local name=$1 i
     "$heaplens" server --listen "$2" -q -o "$run/$name" >"$run/$name.log" 2>&1 </dev/null &
     servers+=($!)
+    eval "pid_$name=\$!"
     for ((i = 0; i < 100; i++)); do
         a=$(sed -n 's/^heaplens: listening on //p' "$run/$name.log")
         [ -n "$a" ] && { eval "addr_$name=\$a"; return 0; }
@@ -78,6 +81,10 @@ start_server tcp tcp:127.0.0.1:0 || exit 1
 # The collector renames a trace from .part to its name when the connection ends: wait until no
 # part is left and the set of traces has not changed for a while (connections not yet accepted
 # sit in the listen backlog, so the program's exit does not mean the collector has it all).
+hz=$(getconf CLK_TCK)
+server_cpu() { # PID -> user + system seconds of the collector so far
+    awk -v hz="$hz" '{ sub(/^.*\) /, ""); printf "%.4f", ($12 + $13) / hz }' "/proc/$1/stat"
+}
 settle() { # DIR
     local n=-1 m same=0 i
     for ((i = 0; i < 600 && same < 6; i++)); do
@@ -91,7 +98,7 @@ settle() { # DIR
 raw=$run/results.tsv
 : >"$raw"
 run_mode() { # WORKLOAD MODE ROUND
-    local w=$1 mode=$2 r=$3 cmd res err dir fail="" wall bytes=0 n=0
+    local w=$1 mode=$2 r=$3 cmd res err dir fail="" wall cpu srv0 srv1 bytes=0 n=0
     cmd=$(wl_cmd "$w")
     res=$run/$w.$mode.r$r.res; err=$run/$w.$mode.r$r.err; dir=$run/$mode
     rm -f "$dir"/* "$dir"/.??* 2>/dev/null
@@ -100,10 +107,12 @@ run_mode() { # WORKLOAD MODE ROUND
     file) "$B/measure" -r "$res" -o /dev/null -e "$err" -t 300 -- \
         "$heaplens" run -q -d "$depth" -o "$dir/%e.%p.hl" -- $cmd ;;
     unix | tcp)
-        local addr_var=addr_$mode
+        local addr_var=addr_$mode pid_var=pid_$mode
+        srv0=$(server_cpu "${!pid_var}")
         "$B/measure" -r "$res" -o /dev/null -e "$err" -t 300 -- \
             "$heaplens" run -q -d "$depth" --remote "${!addr_var}" -o "$run/fallback.%p.hl" -- $cmd
-        settle "$dir" ;;
+        settle "$dir"
+        srv1=$(server_cpu "${!pid_var}") ;;
     esac
     grep -q 'status=0 signal=0 timeout=0' "$res" 2>/dev/null || fail="$(cat "$res" 2>/dev/null) $(grep -m1 -v '^==' "$err" | cut -c1-100)"
     if ls "$run"/fallback.* >/dev/null 2>&1; then
@@ -111,12 +120,15 @@ run_mode() { # WORKLOAD MODE ROUND
         rm -f "$run"/fallback.*
     fi
     wall=$(sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$res" 2>/dev/null)
+    # CPU time of the run's tree, plus the collector's over the run (clock ticks: 10 ms steps)
+    cpu=$(sed -n 's/.*cpu=\([0-9.]*\).*/\1/p' "$res" 2>/dev/null)
+    [ -n "${srv0:-}" ] && cpu=$(awk -v a="${cpu:-0}" -v s0="$srv0" -v s1="${srv1:-$srv0}" 'BEGIN {printf "%.4f", a + s1 - s0}')
     if [ $mode != native ]; then
         bytes=$(find "$dir" -maxdepth 1 -type f -name '*.hl*' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
         n=$(find "$dir" -maxdepth 1 -type f -name '*.hl*' | wc -l)
         [ -z "$fail" ] && [ "$n" = 0 ] && fail="no trace"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$mode" "$r" "${wall:-0}" "$bytes" "$n" "$fail" >>"$raw"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$mode" "$r" "${wall:-0}" "${cpu:-0}" "$bytes" "$n" "$fail" >>"$raw"
     rm -f "$dir"/* "$dir"/.??* 2>/dev/null
 }
 
@@ -135,18 +147,19 @@ done
 python3 - "$raw" "$rounds" <<'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-med, byt, cnt, fails, order = {}, {}, {}, {}, []
-for w, m, r, wall, b, n, fail in rows:
+med, cpu, byt, cnt, fails, order = {}, {}, {}, {}, {}, []
+for w, m, r, wall, c, b, n, fail in rows:
     if w not in order:
         order.append(w)
     if fail:
         fails.setdefault((w, m), fail)
         continue
     med.setdefault((w, m), []).append(float(wall))
+    cpu.setdefault((w, m), []).append(float(c))
     byt.setdefault((w, m), []).append(int(b))
     cnt[(w, m)] = int(n)
-def t(w, m):
-    v = med.get((w, m))
+def t(w, m, d=med):
+    v = d.get((w, m))
     return statistics.median(v) if v and (w, m) not in fails else None
 def ratio(a, b):
     return "%.2f" % (a / b) if a is not None and b else "n/a"
@@ -166,7 +179,15 @@ for w in order:
     print("%-13s %8s %8s %8s %8s | %11s %9s %8s | %12s %12s %12s %7s" % (
         w, ms(tn), ms(tf), ms(tu), ms(tt), ratio(tf, tn), ratio(tu, tf), ratio(tt, tf),
         size(w, "file"), size(w, "unix"), size(w, "tcp"), traces))
-print("(times in ms; bytes: the sum of the run's traces, median; traces: files written, file/unix/tcp)")
+print("(wall times in ms; bytes: the sum of the run's traces, median; traces: files written, file/unix/tcp)")
+print()
+print("CPU time (user + system) of the run, the collector's included for unix and tcp, median:")
+print("%-13s %8s %8s %8s %8s | %11s %9s %8s" % (
+    "workload", "native", "file", "unix", "tcp", "file/native", "unix/file", "tcp/file"))
+for w in order:
+    tn, tf, tu, tt = (t(w, m, cpu) for m in ("native", "file", "unix", "tcp"))
+    print("%-13s %8s %8s %8s %8s | %11s %9s %8s" % (
+        w, ms(tn), ms(tf), ms(tu), ms(tt), ratio(tf, tn), ratio(tu, tf), ratio(tt, tf)))
 for (w, m), f in sorted(fails.items()):
     print("%s %s: failed (%s)" % (w, m, f))
 sys.exit(1 if fails else 0)
