@@ -163,7 +163,7 @@ def run_heaplens(a, work, res):
     os.unlink(trace)
 
 
-def run_plain(name, argv, env, a, work, res):
+def run_plain(name, argv, env, work, res):
     p, _, ready = start(argv, env, work)
     res.setdefault(name + " ready", []).append(ready)
     res.setdefault("exit " + name, []).append(finish(p, work))
@@ -199,14 +199,14 @@ def main():
                 elif v == "noscan":
                     run_plain("noscan", [a.heaplens, "run", "-q", "--no-scan", "-o",
                                          os.path.join(work, "noscan.hl"), "--", a.prog,
-                                         str(a.blocks)], None, a, work, res)
+                                         str(a.blocks)], None, work, res)
                     os.unlink(os.path.join(work, "noscan.hl"))
                 elif v == "native":
-                    run_plain("native", [a.prog, str(a.blocks)], None, a, work, res)
+                    run_plain("native", [a.prog, str(a.blocks)], None, work, res)
                 elif v == "lsan":
-                    run_plain("lsan", [a.lsan, str(a.blocks)], env_lsan, a, work, res)
+                    run_plain("lsan", [a.lsan, str(a.blocks)], env_lsan, work, res)
                 else:
-                    run_plain("lsan0", [a.lsan, str(a.blocks)], env_lsan0, a, work, res)
+                    run_plain("lsan0", [a.lsan, str(a.blocks)], env_lsan0, work, res)
             except (Failed, OSError, subprocess.SubprocessError) as e:
                 failed[v] = str(e)
     for name in os.listdir(work):
