@@ -3,12 +3,14 @@
 //   measure [-r RESULT] [-i STDIN] [-o STDOUT] [-e STDERR] [-t TIMEOUT_S] [-v VMEM_MB]
 //           [-s SAMPLE_MS] -- CMD ARGS...
 // Prints one line (to RESULT, else to stderr):
-//   wall=SECONDS maxrss_kb=KB treerss_kb=KB status=N signal=N timeout=0|1
+//   wall=SECONDS maxrss_kb=KB treerss_kb=KB status=N signal=N timeout=0|1 cpu=SECONDS
 // wall: monotonic clock, fork to reap (SIGCHLD wakes us at once, no polling granularity).
 // maxrss_kb: getrusage(RUSAGE_CHILDREN) - the peak RSS of the LARGEST single process of the
 //   tree (every descendant that was waited for), not a sum.
 // treerss_kb: the peak of the SUM of the RSS of every live process in the tree, sampled every
 //   SAMPLE_MS (default 25; 0 disables) from /proc - may miss short spikes.
+// cpu: user + system time of the tree (every descendant that was waited for), from the same
+//   getrusage: on a shared machine it varies less than wall time.
 // -v sets RLIMIT_AS (virtual memory) for the command so a runaway tool fails instead of
 // taking the machine down; -t kills the whole process group after TIMEOUT_S seconds.
 #define _GNU_SOURCE
@@ -188,9 +190,11 @@ int main(int argc, char** argv) {
     FILE* f = result ? fopen(result, "w") : stderr;
     if (!f)
         f = stderr;
-    fprintf(f, "wall=%.4f maxrss_kb=%ld treerss_kb=%ld status=%d signal=%d timeout=%d\n", wall,
-            ru.ru_maxrss, peak_tree, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-            WIFSIGNALED(status) ? WTERMSIG(status) : 0, timed_out);
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    fprintf(f, "wall=%.4f maxrss_kb=%ld treerss_kb=%ld status=%d signal=%d timeout=%d cpu=%.4f\n",
+            wall, ru.ru_maxrss, peak_tree, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            WIFSIGNALED(status) ? WTERMSIG(status) : 0, timed_out, cpu);
     if (f != stderr)
         fclose(f);
     return 0;

@@ -16,6 +16,8 @@
 #                      python sqlite churn_mix cc1 procs make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
+#   EXTRAS="remote live_scan"  the sections after the table (bench/remote.sh, bench/live_scan.py;
+#                      ROUNDS rounds each); EXTRAS="" leaves them out
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -283,3 +285,28 @@ elapsed=$(($(date +%s) - start))
 load1=$(cut -d' ' -f1 /proc/loadavg)
 python3 "$here/summarize.py" "$raw" "$root/bench/results/latest.md" \
     "rounds=$rounds depth=$depth vmem_mb=$vmem timeout=$timeout elapsed=$elapsed quick=$quick load0=$load0 load1=$load1"
+status=$?
+
+# --- extra sections, each a script of its own, ratios from one run (EXTRAS="" skips them) ------
+# remote: the trace sent to a collector vs written to a file (bench/remote.sh);
+# live_scan: the live leak scan of a process holding 1M blocks vs the exit scan and LSan's check.
+extras=${EXTRAS-remote live_scan}
+md=$root/bench/results/latest.md
+for x in $extras; do
+    out=$B/$x.txt
+    case $x in
+    remote) ROUNDS=$rounds DEPTH=$depth "$here/remote.sh" "$build" >"$out" ;;
+    live_scan)
+        build_one "$B/live_big" "$here/live_big.c" $CC -O2 -g
+        lsan=$B/live_big_lsan
+        command -v clang >/dev/null && build_one "$lsan" "$here/live_big.c" clang -O2 -g -fsanitize=leak 2>/dev/null || lsan=""
+        python3 "$here/live_scan.py" --heaplens "$heaplens" --prog "$B/live_big" ${lsan:+--lsan "$lsan"} \
+            --rounds "$rounds" --dir "$B" >"$out" ;;
+    *) log "bench: no extra section $x (remote, live_scan)"; continue ;;
+    esac
+    [ $? = 0 ] || status=1
+    cat "$out"
+    { printf '\n```\n'; cat "$out"; printf '```\n'; } >>"$md"
+done
+log "bench: $(($(date +%s) - start)) s in all"
+exit $status
