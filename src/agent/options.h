@@ -14,6 +14,16 @@ typedef struct hl_options_s {
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
+    // Heap checking (check.c, layout.c, hoard.c); any of them makes `checking` 1, and every block
+    // then takes the checked path (no header: the red zone is what comes before a block).
+    int checking;
+    int redzone;          // red zone bytes asked for on each side (0: none)
+    int redzone_before;   // the zone before a block: redzone rounded up to 16 (alignment)
+    int paint_alloc;      // byte new blocks are filled with, or -1
+    int paint_free;       // byte released blocks are filled with, or -1
+    unsigned long long hoard; // bytes of released blocks held back from reuse (0: none)
+    char paint[64];       // the settings as given: "alloc:0xAA,free:0xDD"
+    char hoard_size[32];  // "64M"
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes
     char remote[1024];  // the collector the trace goes to (unix:PATH, tcp:HOST:PORT), or ""

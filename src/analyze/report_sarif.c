@@ -41,6 +41,10 @@ static const sarif_rule_t rules[] = {
      "Bytes just after a heap block were written (its guard bytes had changed)."},
     {"heaplens/realloc-freed", "ReallocFreed", "error",
      "realloc was given a heap block that had already been released."},
+    {"heaplens/underflow", "HeapUnderflow", "error",
+     "Bytes just before a heap block were written (its red zone had changed)."},
+    {"heaplens/write-after-free", "WriteAfterFree", "error",
+     "A released heap block, held back from reuse, was written after its release."},
 };
 #define NRULES (sizeof rules / sizeof *rules)
 
@@ -237,6 +241,8 @@ static void error_result(sarif_t* w, const md_error_t* e) {
         [HL_ERR_MISMATCHED_FREE] = "released a block with the wrong function",
         [HL_ERR_OVERFLOW] = "released a block whose bytes just after the end were written",
         [HL_ERR_REALLOC_FREED] = "reallocated a block that was already released",
+        [HL_ERR_UNDERFLOW] = "released a block whose bytes just before the start were written",
+        [HL_ERR_WRITE_AFTER_FREE] = "wrote to a block after it was released",
     };
     int rule = rule_of_error(e->kind);
     const char* what = e->kind > 0 && e->kind < HL_ERR_COUNT ? words[e->kind] : "heap error";
@@ -244,10 +250,16 @@ static void error_result(sarif_t* w, const md_error_t* e) {
     if (e->has_block)
         snprintf(block, sizeof block, " (a block of %llu bytes from %s)",
                  (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
-    if (e->kind == HL_ERR_OVERFLOW && !e->stack)
+    if (e->kind == HL_ERR_WRITE_AFTER_FREE)
         snprintf(msg, sizeof msg,
-                 "Bytes after a block of %llu bytes from %s were written (found "
+                 "A block of %llu bytes from %s was written after it was released (found when "
+                 "it left the hoard or at exit).",
+                 (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
+    else if ((e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_UNDERFLOW) && !e->stack)
+        snprintf(msg, sizeof msg,
+                 "Bytes %s a block of %llu bytes from %s were written (found "
                  "at exit).",
+                 e->kind == HL_ERR_OVERFLOW ? "after" : "before",
                  (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
     else
         snprintf(msg, sizeof msg, "%s(0x%llx) in %s %s%s.", hl_fn_name(e->fn),

@@ -61,9 +61,39 @@ static const char* error_words(int kind) {
         return "Heap block overrun (guard bytes after the block were written)";
     case HL_ERR_REALLOC_FREED:
         return "realloc() of a freed block";
+    case HL_ERR_UNDERFLOW:
+        return "Heap block underrun (red zone bytes before the block were written)";
+    case HL_ERR_WRITE_AFTER_FREE:
+        return "Invalid write to a freed block (found changed when it left the hoard or at exit)";
     default:
         return "Heap error";
     }
+}
+
+// Where the changed bytes were, in memcheck's words ("N bytes after a block of size S"), and what
+// they were against what the agent left there.
+static void print_change(FILE* out, const md_error_t* e) {
+    char size[32];
+    report_commas(size, sizeof size, e->block_size);
+    uint64_t addr = e->addr + (uint64_t)e->change_offset;
+    if (e->change_offset < 0)
+        fprintf(out, P " Address 0x%llx is %lld bytes before a block of size %s\n",
+                (unsigned long long)addr, (long long)-e->change_offset, size);
+    else if ((uint64_t)e->change_offset >= e->block_size)
+        fprintf(out, P " Address 0x%llx is %llu bytes after a block of size %s\n",
+                (unsigned long long)addr,
+                (unsigned long long)((uint64_t)e->change_offset - e->block_size), size);
+    else
+        fprintf(out, P " Address 0x%llx is %lld bytes inside a block of size %s\n",
+                (unsigned long long)addr, (long long)e->change_offset, size);
+    fprintf(out, P " %llu byte%s changed from offset %lld:", (unsigned long long)e->change_length,
+            e->change_length == 1 ? "" : "s", (long long)e->change_offset);
+    for (uint32_t k = 0; k < e->change_n; k++)
+        fprintf(out, " %02x", e->seen[k]);
+    fprintf(out, "%s (were", e->change_n < e->change_length ? " ..." : "");
+    for (uint32_t k = 0; k < e->change_n; k++)
+        fprintf(out, " %02x", e->expected[k]);
+    fprintf(out, "%s)\n", e->change_n < e->change_length ? " ..." : "");
 }
 
 void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
@@ -96,12 +126,16 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, P "%s: %s(0x%llx)\n", error_words(e->kind), hl_fn_name(e->fn),
                 (unsigned long long)e->addr);
         print_stack(out, c, e->stack);
+        if (e->has_change)
+            print_change(out, e);
         if (e->has_block) {
             report_commas(a, sizeof a, e->block_size);
             fprintf(out, P " Address 0x%llx is the start of a block of size %s %s by %s:\n",
                     (unsigned long long)e->addr, a,
-                    e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ? "alloc'd"
-                                                                                     : "free'd, alloc'd",
+                    e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ||
+                            e->kind == HL_ERR_UNDERFLOW
+                        ? "alloc'd"
+                        : "free'd, alloc'd",
                     hl_fn_name(e->alloc_fn));
             print_stack(out, c, e->alloc_stack);
             if (e->release_stack) {

@@ -68,6 +68,9 @@ typedef struct cli_run_opts_s {
     int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks;
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
+    int redzone;              // red zone bytes before and after each block (0: none)
+    const char* paint;        // "alloc:0xAA,free:0xDD", either half (NULL: none)
+    const char* hoard;        // bytes of released blocks held back ("64M"), or NULL
     cli_report_opts_t report;
 } cli_run_opts_t;
 

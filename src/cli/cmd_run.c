@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/checkopts.h"
 #include "cli.h"
 #include "rundir.h"
 
@@ -147,9 +148,11 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
         return NULL;
     fprintf(f, "depth=%d:guard=%d:sample_ms=%d:no_follow=%d:scan=%d:release_stacks=%d", o->depth,
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
-    const char* names[] = {"output", "session", "remote", "remote_token"};
-    const char* values[] = {output, session, o->remote, o->remote_token};
-    for (int k = 0; k < 4; k++) {
+    if (o->redzone)
+        fprintf(f, ":redzone=%d", o->redzone);
+    const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard"};
+    const char* values[] = {output, session, o->remote, o->remote_token, o->paint, o->hoard};
+    for (int k = 0; k < 6; k++) {
         if (!values[k])
             continue;
         fprintf(f, ":%s=", names[k]);
@@ -300,6 +303,28 @@ int cmd_run(int argc, char** argv) {
                 cli_error("--guard: expected a number of bytes from 0 to 4096, got '%s'", a + 8);
                 return 2;
             }
+        } else if (!strncmp(a, "--redzone=", 10)) {
+            if (parse_int(a + 10, 0, HL_REDZONE_MAX, &o.redzone) != 0) {
+                cli_error("--redzone: expected a number of bytes from 0 to %d, got '%s'",
+                          HL_REDZONE_MAX, a + 10);
+                return 2;
+            }
+        } else if (!strncmp(a, "--paint=", 8)) {
+            int pa, pf;
+            if (hl_parse_paint(a + 8, &pa, &pf) != 0) {
+                cli_error("--paint: expected alloc:BYTE,free:BYTE (either alone; BYTE as 0xAA "
+                          "or 170), got '%s'", a + 8);
+                return 2;
+            }
+            o.paint = a + 8;
+        } else if (!strncmp(a, "--hoard=", 8)) {
+            uint64_t bytes;
+            if (hl_parse_size(a + 8, &bytes) != 0) {
+                cli_error("--hoard: expected a size such as 65536, 512K, 64M or 1G, got '%s'",
+                          a + 8);
+                return 2;
+            }
+            o.hoard = a + 8;
         } else if (!strncmp(a, "--sample-interval=", 18)) {
             if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
                 cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);

@@ -108,6 +108,12 @@ enum hl_record_tag {
     // fn(HL_FN_*), temporary (0/1), size, stack: a FREE whose site the writer could not name
     // (its ALLOC is not written yet: another thread's block, released in the same instant)
     REC_FREE_EXPLICIT = 20,
+    // offset:s, length, n, n x seen byte, n x expected byte: what the ERROR record just before
+    // it found changed (red zone, guard or painted bytes of a released block): the first changed
+    // byte's offset from the block's start (negative: before it), the span of changed bytes
+    // from there to the last, and the first n (at most HL_CHANGE_BYTES) bytes of that span as
+    // they were found and as the agent left them
+    REC_ERROR_CHANGE = 21,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
@@ -182,8 +188,13 @@ enum hl_error_kind {
     HL_ERR_MISMATCHED_FREE = 3,
     HL_ERR_OVERFLOW = 4,
     HL_ERR_REALLOC_FREED = 5,
+    HL_ERR_UNDERFLOW = 6,        // the red zone before a block was written
+    HL_ERR_WRITE_AFTER_FREE = 7, // a released block held back from reuse was written
     HL_ERR_COUNT
 };
+
+// The changed bytes an ERROR_CHANGE record shows, at most.
+#define HL_CHANGE_BYTES 16
 
 // Verdicts, with memcheck's meanings.
 enum hl_leak_kind {

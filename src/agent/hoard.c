@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// hoard.c - released blocks held back from reuse: a ring of entries in the agent's own memory
+// (reserved once, its pages touched as it fills), first in first out, within hl_opt.hoard
+// bytes of blocks and HOARD_SLOTS entries. A block leaving it is checked for bytes changed since
+// its release (its paint, its red zones) and given back to the allocator.
+//
+// One lock, a leaf (agent.h's order): held for a few stores per release, never while checking
+// or giving a block back, so threads releasing at once wait for each other only that long.
+// At exit the world is stopped and the ring read without it: a thread stopped inside holds
+// nothing the ring's readers need, since an entry is complete before `tail` counts it.
+#define _GNU_SOURCE
+#include <stdatomic.h>
+
+#include "../common/compiler.h"
+#include "../common/format.h"
+#include "errors.h"
+#include "hoard.h"
+#include "layout.h"
+#include "options.h"
+#include "os.h"
+#include "real.h"
+
+// Entries at most: 2^20 (40 MiB of address space reserved, touched only as far as used). A
+// hoard of many tiny blocks stops at this count before its byte budget.
+#define HOARD_SLOTS (1u << 20)
+
+static hl_hoarded_t* ring;
+static uint64_t head, tail; // entries [head, tail) are held; under the lock
+static uint64_t held_bytes;
+static _Atomic int lock;
+static _Atomic uint64_t tail_published; // tail, for the exit check's lock-free read
+
+static void hoard_lock(void) {
+    while (atomic_exchange_explicit(&lock, 1, memory_order_acquire))
+        os_yield();
+}
+static void hoard_unlock(void) {
+    atomic_store_explicit(&lock, 0, memory_order_release);
+}
+
+static hl_block_t as_block(const hl_hoarded_t* e) {
+    return (hl_block_t){.addr = e->addr, .size = e->size, .fn = e->fn, .stack = e->stack,
+                        .guarded = 1};
+}
+
+// 1 and *c when e's bytes changed since it was released: its paint, then its red zones.
+static int changed(const hl_hoarded_t* e, hl_change_t* c) {
+    hl_block_t b = as_block(e);
+    return layout_paint_change(e->addr, e->size, (uint8_t)hl_opt.paint_free, c) ||
+           layout_before_change(&b, c) || layout_after_change(&b, c);
+}
+
+static HL_COLD void report_write(const hl_hoarded_t* e, const hl_change_t* c) {
+    hl_block_t b = as_block(e);
+    error_report_change(HL_ERR_WRITE_AFTER_FREE, 0, e->addr, &b, e->release_stack, c, 1);
+}
+
+static void leave(const hl_hoarded_t* e) {
+    hl_change_t c;
+    if (hl_unlikely(changed(e, &c)))
+        report_write(e, &c);
+    hl_real.free(e->real);
+}
+
+int hoard_put(const hl_hoarded_t* e) {
+    hoard_lock();
+    if (hl_unlikely(!ring)) {
+        ring = os_reserve((size_t)HOARD_SLOTS * sizeof *ring);
+        if (!ring) {
+            hoard_unlock();
+            return -1;
+        }
+    }
+    ring[tail % HOARD_SLOTS] = *e;
+    tail++;
+    atomic_store_explicit(&tail_published, tail, memory_order_release);
+    held_bytes += e->size;
+    for (;;) {
+        if (held_bytes <= hl_opt.hoard && tail - head < HOARD_SLOTS)
+            break;
+        hl_hoarded_t out = ring[head % HOARD_SLOTS];
+        head++;
+        held_bytes -= out.size;
+        hoard_unlock();
+        leave(&out);
+        hoard_lock();
+    }
+    hoard_unlock();
+    return 0;
+}
+
+void hoard_check_at_exit(void) {
+    if (!ring)
+        return;
+    uint64_t end = atomic_load_explicit(&tail_published, memory_order_acquire);
+    for (uint64_t i = head; i < end; i++) {
+        const hl_hoarded_t* e = &ring[i % HOARD_SLOTS];
+        hl_change_t c;
+        if (changed(e, &c)) {
+            hl_block_t b = as_block(e);
+            error_put_change_locked(HL_ERR_WRITE_AFTER_FREE, e->addr, &b, e->release_stack, &c);
+        }
+    }
+}
+
+void hoard_reset_after_fork(void) {
+    atomic_store(&lock, 0);
+}
