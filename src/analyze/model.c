@@ -44,7 +44,8 @@ const char* hl_leak_kind_name(int kind) {
 
 const char* hl_error_kind_name(int kind) {
     static const char* names[] = {"?",        "double_free",   "invalid_free",    "mismatched_free",
-                                  "overflow", "realloc_freed", "underflow", "write_after_free"};
+                                  "overflow", "realloc_freed", "underflow", "write_after_free",
+                                  "dangling_pointer"};
     return kind > 0 && kind < HL_ERR_COUNT ? names[kind] : "?";
 }
 

@@ -45,6 +45,8 @@ static const sarif_rule_t rules[] = {
      "Bytes just before a heap block were written (its red zone had changed)."},
     {"heaplens/write-after-free", "WriteAfterFree", "error",
      "A released heap block, held back from reuse, was written after its release."},
+    {"heaplens/dangling-pointer", "DanglingPointer", "warning",
+     "A heap block still in use at exit holds a pointer into a released block."},
 };
 #define NRULES (sizeof rules / sizeof *rules)
 
@@ -243,6 +245,7 @@ static void error_result(sarif_t* w, const md_error_t* e) {
         [HL_ERR_REALLOC_FREED] = "reallocated a block that was already released",
         [HL_ERR_UNDERFLOW] = "released a block whose bytes just before the start were written",
         [HL_ERR_WRITE_AFTER_FREE] = "wrote to a block after it was released",
+        [HL_ERR_DANGLING_POINTER] = "holds a pointer into a released block",
     };
     int rule = rule_of_error(e->kind);
     const char* what = e->kind > 0 && e->kind < HL_ERR_COUNT ? words[e->kind] : "heap error";

@@ -65,6 +65,8 @@ static const char* error_words(int kind) {
         return "Heap block underrun (red zone bytes before the block were written)";
     case HL_ERR_WRITE_AFTER_FREE:
         return "Invalid write to a freed block (found changed when it left the hoard or at exit)";
+    case HL_ERR_DANGLING_POINTER:
+        return "Dangling pointer to a freed block, held at exit in a block allocated";
     default:
         return "Heap error";
     }
@@ -86,6 +88,8 @@ static void print_change(FILE* out, const md_error_t* e) {
     else
         fprintf(out, P " Address 0x%llx is %lld bytes inside a block of size %s\n",
                 (unsigned long long)addr, (long long)e->change_offset, size);
+    if (e->kind == HL_ERR_DANGLING_POINTER)
+        return;
     fprintf(out, P " %llu byte%s changed from offset %lld:", (unsigned long long)e->change_length,
             e->change_length == 1 ? "" : "s", (long long)e->change_offset);
     for (uint32_t k = 0; k < e->change_n; k++)

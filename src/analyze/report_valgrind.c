@@ -205,6 +205,17 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
                      "Address 0x%llx is 0 bytes after a block of size %s alloc'd",
                      (unsigned long long)(x->addr + x->block_size), size);
         break;
+    case HL_ERR_DANGLING_POINTER:
+        // memcheck has no such error; told in its words as close as they come
+        e->kind = "InvalidRead";
+        e->supp_kind = "Addr8";
+        snprintf(e->what, sizeof e->what,
+                 "A block allocated here holds, at exit, a pointer into a freed block");
+        if (x->has_block && x->has_change)
+            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+                     (unsigned long long)(x->addr + (uint64_t)x->change_offset),
+                     (long long)x->change_offset, size);
+        break;
     case HL_ERR_UNDERFLOW:
     case HL_ERR_WRITE_AFTER_FREE:
         // Found changed later than written (at the release, when the block left the hoard, or

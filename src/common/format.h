@@ -190,6 +190,10 @@ enum hl_error_kind {
     HL_ERR_REALLOC_FREED = 5,
     HL_ERR_UNDERFLOW = 6,        // the red zone before a block was written
     HL_ERR_WRITE_AFTER_FREE = 7, // a released block held back from reuse was written
+    // At exit, a live block holds a pointer into a released block held back: call_stack is
+    // the holder's allocation stack, fn its allocating function, addr and the block the
+    // released one; an ERROR_CHANGE's offset says where in it the pointer points (length 8)
+    HL_ERR_DANGLING_POINTER = 8,
     HL_ERR_COUNT
 };
 

@@ -156,6 +156,15 @@ same "hoard 64M: both writes found at exit" "$(fields "$J" | sort)" \
 "write_after_free 10 1 77 dd uaf_block released
 write_after_free 100 4 77777777 dddddddd uaf_block released"
 
+hl dangling --hoard=1M -- dangling
+expect "hoard: dangling program runs on" 0 "dangling done"
+check "hoard: a live block pointing 8 bytes into a freed one is a dangling pointer" "$J" \
+    "[(e['kind'], e['offset'], e['block_size']) for e in errors] == [('dangling_pointer', 8, 32)]" \
+    "errs('dangling_pointer', 'make_holder') == 1" "errs_alloc('dangling_pointer', 'make_holder') == 1" \
+    "lb('definite') == 0"
+hl dangling_plain -- dangling
+check "no --hoard: no dangling pointer is told" "$J" "errors == []"
+
 hl threads_hoard --hoard=64M --redzone=16 -- threads
 expect "hoard + redzone: 4 threads" 0 "threads done"
 check "hoard + redzone: threads: no error, every free seen" "$J" "errors == []" \

@@ -14,6 +14,8 @@
 //   uaf        write 1 byte at offset 10 of a freed 48-byte block (kept in the hoard: found at
 //              exit), and 4 bytes at offset 100 of a freed 256-byte block that then leaves a
 //              4 KiB hoard as more blocks are freed (found when it leaves)
+//   dangling   a live 16-byte block (made in make_holder) keeps a pointer 8 bytes into a freed
+//              32-byte block (a dangling pointer, found at exit with --hoard)
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
 #include <malloc.h>
 #include <pthread.h>
@@ -155,6 +157,25 @@ static int uaf(void) {
     return 0;
 }
 
+typedef struct holder_s {
+    char* data;
+    long n;
+} holder_t;
+NOINLINE static holder_t* make_holder(void) {
+    holder_t* h = malloc(sizeof *h);
+    h->data = malloc(32);
+    h->n = 0;
+    return h;
+}
+static int dangling(void) {
+    holder_t* h = make_holder();
+    release(h->data);
+    h->data += 8; // still points into the block just freed
+    kept = (char*)h;
+    say("dangling done\n");
+    return 0;
+}
+
 static void* churn(void* arg) {
     (void)arg;
     for (int i = 0; i < 20000; i++) {
@@ -189,8 +210,10 @@ int main(int argc, char** argv) {
         return paint();
     if (!strcmp(m, "uaf"))
         return uaf();
+    if (!strcmp(m, "dangling"))
+        return dangling();
     if (!strcmp(m, "threads"))
         return threads();
-    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|threads\n");
+    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|threads\n");
     return 2;
 }
