@@ -13,6 +13,7 @@
 #include "../common/format.h"
 #include "check.h"
 #include "errors.h"
+#include "gpage.h"
 #include "hoard.h"
 #include "layout.h"
 #include "options.h"
@@ -53,7 +54,15 @@ void* check_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
             size = size ? (size + page - 1) & ~(page - 1) : page;
     }
     t->busy = 1;
-    char* p = checked_make(size, align, fn, is_zeroed);
+    char* p = NULL;
+    if (hl_unlikely(hl_opt.gpage_every)) {
+        p = gpage_alloc(t, size, align, fn, is_zeroed);
+        if (p) {
+            t->busy = 0;
+            return p;
+        }
+    }
+    p = checked_make(size, align, fn, is_zeroed);
     if (p)
         record_alloc_as(t, p, size, fn, HL_AS_GUARDED);
     t->busy = 0;
@@ -84,12 +93,16 @@ void* check_realloc(hl_thread_t* t, const hl_block_t* old, size_t size, int fn) 
 }
 
 void* check_real_untraced(const hl_block_t* b, void* p) {
+    if (gpage_owns((uintptr_t)p))
+        return NULL; // a guard page's block: the allocator never had it
     return b->guarded ? layout_checked_real((uintptr_t)p) : p;
 }
 
 int check_realloc_untraced(void* p, size_t size, void** out) {
     hl_block_t b;
-    if (live_lookup((uintptr_t)p, &b) != HL_BLOCK_LIVE || !b.guarded || b.is_internal)
+    int is_gpage = gpage_owns((uintptr_t)p);
+    if (live_lookup((uintptr_t)p, &b) != HL_BLOCK_LIVE || !(b.guarded || is_gpage) ||
+        b.is_internal)
         return 0;
     live_remove((uintptr_t)p, &b, 0);
     void* q = size ? hl_real.malloc(size) : NULL;
@@ -100,7 +113,7 @@ int check_realloc_untraced(void* p, size_t size, void** out) {
         *out = NULL;
         return 1;
     }
-    char* real = layout_checked_real((uintptr_t)p);
+    char* real = is_gpage ? NULL : layout_checked_real((uintptr_t)p);
     if (real)
         hl_real.free(real);
     *out = q;
@@ -109,6 +122,10 @@ int check_realloc_untraced(void* p, size_t size, void** out) {
 
 void* check_release(hl_thread_t* t, const hl_block_t* b, uint32_t release_stack, int fn) {
     (void)t;
+    if (gpage_owns(b->addr)) {
+        gpage_release(b, release_stack, fn);
+        return NULL;
+    }
     hl_change_t c;
     char* real = layout_checked_real(b->addr);
     if (layout_before_change(b, &c))

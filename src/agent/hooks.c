@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "check.h"
 #include "errors.h"
+#include "gpage.h"
 #include "hooks.h"
 #include "layout.h"
 #include "live.h"
@@ -270,7 +271,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         t->busy = 0;
         return q;
     }
-    if (hl_unlikely(hl_opt.checking) && old.guarded) {
+    if (hl_unlikely(hl_opt.checking) && (old.guarded || gpage_owns((uintptr_t)p))) {
         q = check_realloc(t, &old, size, fn);
         t->busy = 0;
         return q;
@@ -403,7 +404,7 @@ HL_EXPORT size_t malloc_usable_size(void* p) {
         return 0;
     // A header block's size is known whatever the agent is doing (its header is not the
     // allocator's pointer).
-    if (hl_opt.guard) {
+    if (hl_opt.guard || hl_opt.checking) {
         size_t n = record_usable_size(p);
         if (n != (size_t)-1)
             return n;

@@ -67,6 +67,8 @@ static const option_t options[] = {
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
     {"redzone", "HEAPLENS_REDZONE", &hl_opt.redzone, 0, HL_REDZONE_MAX, NULL, 0},
     {"paint", "HEAPLENS_PAINT", NULL, 0, 0, hl_opt.paint, sizeof hl_opt.paint},
+    {"guard_pages", "HEAPLENS_GUARD_PAGES", NULL, 0, 0, hl_opt.guard_pages,
+     sizeof hl_opt.guard_pages},
     {"hoard", "HEAPLENS_HOARD", NULL, 0, 0, hl_opt.hoard_size, sizeof hl_opt.hoard_size},
     {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
     {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},
@@ -283,6 +285,10 @@ static void checking_load(void) {
     if (hl_opt.hoard_size[0] && hl_parse_size(hl_opt.hoard_size, &hoard))
         hl_log("ignoring hoard=%s: expected a size such as 65536, 512K, 64M, 1G", hl_opt.hoard_size);
     hl_opt.hoard = hoard;
+    uint32_t every = 0;
+    if (hl_opt.guard_pages[0] && hl_parse_rate(hl_opt.guard_pages, &every))
+        hl_log("ignoring guard_pages=%s: expected 1 or 1/N", hl_opt.guard_pages);
+    hl_opt.gpage_every = every;
     if (hl_opt.hoard && hl_opt.paint_free < 0)
         hl_opt.paint_free = HL_HOARD_PAINT_DEFAULT;
     // The zone before keeps the program's pointer 16-aligned; the one after is the guard.
@@ -290,7 +296,7 @@ static void checking_load(void) {
     if (hl_opt.redzone > hl_opt.guard)
         hl_opt.guard = hl_opt.redzone;
     hl_opt.checking = hl_opt.redzone || hl_opt.paint_alloc >= 0 || hl_opt.paint_free >= 0 ||
-                      hl_opt.hoard;
+                      hl_opt.hoard || hl_opt.gpage_every;
 }
 
 void options_load(void) {

@@ -12,6 +12,7 @@
 #include "../common/clock.h"
 #include "agent.h"
 #include "check.h"
+#include "gpage.h"
 #include "errors.h"
 #include "live.h"
 #include "options.h"
@@ -165,7 +166,7 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
             note_released(t, &b, here);
         if (hl_unlikely(t->park_pending))
             scan_park_self();
-        if (hl_unlikely(hl_opt.checking) && b.guarded)
+        if (hl_unlikely(hl_opt.checking) && (b.guarded || gpage_owns(b.addr)))
             return check_release(t, &b, here, fn);
         return real;
     }
@@ -245,7 +246,7 @@ void record_munmap(hl_thread_t* t, void* p, size_t len) {
 
 size_t record_usable_size(void* p) {
     hl_block_t b;
-    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.guarded)
+    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && (b.guarded || gpage_owns(b.addr)))
         return b.size;
     return (size_t)-1;
 }

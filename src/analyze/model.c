@@ -45,7 +45,8 @@ const char* hl_leak_kind_name(int kind) {
 const char* hl_error_kind_name(int kind) {
     static const char* names[] = {"?",        "double_free",   "invalid_free",    "mismatched_free",
                                   "overflow", "realloc_freed", "underflow", "write_after_free",
-                                  "dangling_pointer"};
+                                  "dangling_pointer", "read_after_free",
+                                  "read_overflow",    "invalid_access"};
     return kind > 0 && kind < HL_ERR_COUNT ? names[kind] : "?";
 }
 

@@ -47,6 +47,12 @@ static const sarif_rule_t rules[] = {
      "A released heap block, held back from reuse, was written after its release."},
     {"heaplens/dangling-pointer", "DanglingPointer", "warning",
      "A heap block still in use at exit holds a pointer into a released block."},
+    {"heaplens/read-after-free", "ReadAfterFree", "error",
+     "A released heap block was read (its guard page faulted)."},
+    {"heaplens/read-overflow", "ReadOverflow", "error",
+     "Bytes past the end of a heap block were read (its guard page faulted)."},
+    {"heaplens/invalid-access", "InvalidAccess", "error",
+     "Memory of a guard page where no heap block is was accessed."},
 };
 #define NRULES (sizeof rules / sizeof *rules)
 
@@ -246,6 +252,9 @@ static void error_result(sarif_t* w, const md_error_t* e) {
         [HL_ERR_UNDERFLOW] = "released a block whose bytes just before the start were written",
         [HL_ERR_WRITE_AFTER_FREE] = "wrote to a block after it was released",
         [HL_ERR_DANGLING_POINTER] = "holds a pointer into a released block",
+        [HL_ERR_READ_AFTER_FREE] = "read a block after it was released",
+        [HL_ERR_READ_OVERFLOW] = "read past the end of a block",
+        [HL_ERR_INVALID_ACCESS] = "accessed a guard page where no block is",
     };
     int rule = rule_of_error(e->kind);
     const char* what = e->kind > 0 && e->kind < HL_ERR_COUNT ? words[e->kind] : "heap error";

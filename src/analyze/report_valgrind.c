@@ -216,6 +216,27 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
                      (unsigned long long)(x->addr + (uint64_t)x->change_offset),
                      (long long)x->change_offset, size);
         break;
+    case HL_ERR_READ_AFTER_FREE:
+    case HL_ERR_READ_OVERFLOW:
+    case HL_ERR_INVALID_ACCESS: {
+        // A guard page's fault: the stack is the faulting instruction's, as memcheck's.
+        e->kind = "InvalidRead";
+        e->supp_kind = "Addr1";
+        snprintf(e->what, sizeof e->what, "Invalid %s (a guard page faulted)",
+                 x->kind == HL_ERR_INVALID_ACCESS ? "access" : "read");
+        long long off = x->has_change ? (long long)x->change_offset : 0;
+        unsigned long long at = (unsigned long long)(x->addr + (uint64_t)off);
+        if (x->has_block && x->kind == HL_ERR_READ_OVERFLOW)
+            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes after a block of size %s alloc'd",
+                     at, off - (long long)x->block_size, size);
+        else if (x->has_block)
+            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+                     at, off, size);
+        else
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is not stack'd, malloc'd or (recently) free'd", at);
+        break;
+    }
     case HL_ERR_UNDERFLOW:
     case HL_ERR_WRITE_AFTER_FREE:
         // Found changed later than written (at the release, when the block left the hoard, or

@@ -150,9 +150,11 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
     if (o->redzone)
         fprintf(f, ":redzone=%d", o->redzone);
-    const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard"};
-    const char* values[] = {output, session, o->remote, o->remote_token, o->paint, o->hoard};
-    for (int k = 0; k < 6; k++) {
+    const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard",
+                           "guard_pages"};
+    const char* values[] = {output,   session,  o->remote,     o->remote_token,
+                            o->paint, o->hoard, o->guard_pages};
+    for (int k = 0; k < 7; k++) {
         if (!values[k])
             continue;
         fprintf(f, ":%s=", names[k]);
@@ -325,6 +327,13 @@ int cmd_run(int argc, char** argv) {
                 return 2;
             }
             o.hoard = a + 8;
+        } else if (!strncmp(a, "--guard-pages=", 14)) {
+            uint32_t every;
+            if (hl_parse_rate(a + 14, &every) != 0) {
+                cli_error("--guard-pages: expected 1 or 1/N, got '%s'", a + 14);
+                return 2;
+            }
+            o.guard_pages = a + 14;
         } else if (!strncmp(a, "--sample-interval=", 18)) {
             if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
                 cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);

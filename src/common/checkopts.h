@@ -93,4 +93,24 @@ static inline int hl_parse_size(const char* s, uint64_t* out) {
     return 0;
 }
 
+// --guard-pages's rate: "1" (every allocation) or "1/N" (one in N), N from 1 to 2^31.
+// Returns 0 with *every = N, or -1.
+static inline int hl_parse_rate(const char* s, uint32_t* every) {
+    if (!strcmp(s, "1")) {
+        *every = 1;
+        return 0;
+    }
+    if (strncmp(s, "1/", 2) != 0 || !s[2])
+        return -1;
+    uint64_t v = 0;
+    for (const char* p = s + 2; *p; p++) {
+        if (*p < '0' || *p > '9' || (v = v * 10 + (uint64_t)(*p - '0')) > (1ull << 31))
+            return -1;
+    }
+    if (!v)
+        return -1;
+    *every = (uint32_t)v;
+    return 0;
+}
+
 #endif

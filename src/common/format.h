@@ -194,6 +194,12 @@ enum hl_error_kind {
     // the holder's allocation stack, fn its allocating function, addr and the block the
     // released one; an ERROR_CHANGE's offset says where in it the pointer points (length 8)
     HL_ERR_DANGLING_POINTER = 8,
+    // Faults in a guard page (--guard-pages): call_stack is the faulting instruction's, fn 0;
+    // an ERROR_CHANGE of length 0 gives the faulting address's offset from the block's start.
+    // A write past the end is an OVERFLOW, a write to a released block a WRITE_AFTER_FREE.
+    HL_ERR_READ_AFTER_FREE = 9,
+    HL_ERR_READ_OVERFLOW = 10,
+    HL_ERR_INVALID_ACCESS = 11, // in the pool, where no block is (no block in the record)
     HL_ERR_COUNT
 };
 

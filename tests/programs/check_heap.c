@@ -16,8 +16,15 @@
 //              4 KiB hoard as more blocks are freed (found when it leaves)
 //   dangling   a live 16-byte block (made in make_holder) keeps a pointer 8 bytes into a freed
 //              32-byte block (a dangling pointer, found at exit with --hoard)
+//   gp         (--guard-pages=1) a 1-byte write just past a 96-byte block (in write_past), a
+//              read just past another (read_past), a read of a freed 64-byte block at offset 8
+//              (read_freed), a write to another at offset 16 (write_freed); prints the bytes read
+//   gp_own     the program's own SIGSEGV handler (siglongjmp out of a NULL read) still runs,
+//              twice, around a guard page fault (write_past)
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
 #include <malloc.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -176,6 +183,67 @@ static int dangling(void) {
     return 0;
 }
 
+NOINLINE static void write_past(char* p, int n) {
+    volatile char* v = p;
+    v[n] = 'g';
+}
+NOINLINE static int read_past(const char* p, int n) {
+    volatile const char* v = p;
+    return v[n];
+}
+NOINLINE static int read_freed(const char* p, int n) {
+    volatile const unsigned char* v = (const unsigned char*)p;
+    return v[n] + 1000; // not read_past's code: the two must stay two functions
+}
+NOINLINE static void write_freed(char* p, int n) {
+    volatile char* v = p;
+    v[n] = 'f';
+}
+NOINLINE static char* gp_block(size_t size) {
+    char* p = malloc(size);
+    memset(p, 'k', size);
+    return p;
+}
+static int gp(void) {
+    char* a = gp_block(96);
+    write_past(a, 96);
+    char* b = gp_block(96);
+    say_num("read past the end: ", read_past(b, 96));
+    char* c = gp_block(64);
+    char* d = gp_block(64);
+    release(c);
+    release(d);
+    say_num("read after free: ", read_freed(c, 8));
+    write_freed(d, 16);
+    release(a);
+    release(b);
+    say("gp done\n");
+    return 0;
+}
+
+static sigjmp_buf env;
+static void on_segv(int sig) {
+    (void)sig;
+    siglongjmp(env, 1);
+}
+NOINLINE static int null_read(void) {
+    volatile int* volatile p = NULL;
+    return *p;
+}
+static int gp_own(void) {
+    signal(SIGSEGV, on_segv);
+    if (!sigsetjmp(env, 1))
+        null_read();
+    say("own handler ran\n");
+    char* a = gp_block(32);
+    write_past(a, 32);
+    release(a);
+    if (!sigsetjmp(env, 1))
+        null_read();
+    say("own handler ran again\n");
+    return 0;
+}
+
 static void* churn(void* arg) {
     (void)arg;
     for (int i = 0; i < 20000; i++) {
@@ -210,10 +278,14 @@ int main(int argc, char** argv) {
         return paint();
     if (!strcmp(m, "uaf"))
         return uaf();
+    if (!strcmp(m, "gp"))
+        return gp();
+    if (!strcmp(m, "gp_own"))
+        return gp_own();
     if (!strcmp(m, "dangling"))
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
-    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|threads\n");
+    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_own|threads\n");
     return 2;
 }

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+// gpage.c - sampled guard pages. One pool of address space, reserved once: GPAGE_SLOTS slots
+// of two pages, a data page and an inaccessible one after it. A sampled block (one allocation
+// in N, up to a page) is placed at the end of a slot's data page, so the first byte past it
+// faults (the bytes of the last 16-byte granule after the block, where the alignment leaves
+// some, carry a guard pattern checked at release). A released block's page is made inaccessible
+// and its slot goes to the back of a first-in first-out list: it is not reused until every
+// other free slot has been, so a use after free faults for as long as possible.
+//
+// The fault handler (hooks_signal.c) asks gpage_fault first: a fault in the pool is reported
+// with the faulting instruction's stack, the address, read or write, the block's allocation
+// and release stacks; the page is then made accessible and the access retried, so the program
+// goes on as it would have without heaplens (one report per page).
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "../common/format.h"
+#include "errors.h"
+#include "gpage.h"
+#include "layout.h"
+#include "live.h"
+#include "options.h"
+#include "os.h"
+#include "record.h"
+#include "unwind.h"
+#include "writer.h"
+
+// Slots: 4096 of two pages each (32 MiB of address space with 4 KiB pages, 16 MiB of it
+// usable at most), as many as GWP-ASan's largest default pool: a sampled program never holds
+// that many sampled blocks, and a released one waits for 4095 others before its reuse.
+#define GPAGE_SLOTS 4096u
+
+enum { SLOT_FREE = 0, SLOT_LIVE = 1, SLOT_FREED = 2 };
+
+typedef struct slot_s {
+    uintptr_t addr;
+    uint64_t size;
+    uint32_t stack, release_stack;
+    uint8_t state, fn, guard_opened, data_opened;
+} slot_t;
+
+uintptr_t hl_gpage_lo, hl_gpage_hi;
+static size_t page;
+static slot_t* slots;
+static uint32_t* fifo; // free slots, oldest released first
+static uint64_t fifo_head, fifo_tail;
+static _Atomic uint64_t sampled;
+static _Atomic int lock;
+static _Atomic int made; // 0 not yet, 1 made, -1 could not be
+
+static void gpage_lock(void) {
+    while (atomic_exchange_explicit(&lock, 1, memory_order_acquire))
+        os_yield();
+}
+static void gpage_unlock(void) {
+    atomic_store_explicit(&lock, 0, memory_order_release);
+}
+
+static int protect(uintptr_t at, int prot) {
+    return (int)syscall(SYS_mprotect, at, page, prot);
+}
+
+// The pool, made on the first sampled allocation (under the lock). In the agent's ranges, so
+// the leak scan takes none of it for roots; its live blocks are scanned as blocks.
+static HL_COLD int make_pool(void) {
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = (size_t)GPAGE_SLOTS * 2 * page;
+    char* pool = os_reserve(span);
+    slots = os_map(GPAGE_SLOTS * sizeof *slots);
+    fifo = os_map(GPAGE_SLOTS * sizeof *fifo);
+    if (!pool || !slots || !fifo || syscall(SYS_mprotect, pool, span, PROT_NONE) != 0)
+        return -1;
+    for (uint32_t i = 0; i < GPAGE_SLOTS; i++)
+        fifo[i] = i;
+    fifo_tail = GPAGE_SLOTS;
+    hl_gpage_lo = (uintptr_t)pool;
+    hl_gpage_hi = (uintptr_t)pool + span;
+    return 0;
+}
+
+static inline uintptr_t data_page(uint32_t slot) {
+    return hl_gpage_lo + (uintptr_t)slot * 2 * page;
+}
+
+// The bytes between the block's end and its page's end (at most 15: the alignment's slack).
+static inline size_t slack_of(uintptr_t addr, uint64_t size) {
+    return (size_t)(((addr + size + page - 1) & ~(uintptr_t)(page - 1)) - (addr + size));
+}
+
+void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed) {
+    if (size > page && page)
+        return NULL;
+    uint64_t n = atomic_fetch_add_explicit(&sampled, 1, memory_order_relaxed);
+    if (n % (uint64_t)hl_opt.gpage_every)
+        return NULL;
+    gpage_lock();
+    if (hl_unlikely(atomic_load(&made) == 0))
+        atomic_store(&made, make_pool() == 0 ? 1 : -1);
+    if (atomic_load(&made) < 0 || fifo_head == fifo_tail || size > page ||
+        (align > page && page)) {
+        gpage_unlock();
+        return NULL;
+    }
+    uint32_t slot = fifo[fifo_head++ % GPAGE_SLOTS];
+    slot_t* s = &slots[slot];
+    gpage_unlock();
+    uintptr_t data = data_page(slot);
+    if (protect(data, PROT_READ | PROT_WRITE) != 0 ||
+        (s->guard_opened && protect(data + page, PROT_NONE) != 0)) {
+        gpage_lock(); // no page to give: the slot goes back, the block is laid out as usual
+        fifo[fifo_tail++ % GPAGE_SLOTS] = slot;
+        gpage_unlock();
+        return NULL;
+    }
+    if (align < 16)
+        align = 16;
+    size_t rounded = ((size ? size : 1) + align - 1) & ~(align - 1);
+    char* p = (char*)(data + page - rounded);
+    // The slack after the block keeps the guard pattern; the block, its bytes (a slot's page
+    // keeps what its last block left) as the allocator would give them.
+    size_t slack = rounded - size;
+    for (size_t i = 0; i < slack; i++)
+        p[size + i] = (char)(0xA5 ^ (i * 0x3B));
+    if (is_zeroed)
+        memset(p, 0, size);
+    else if (hl_opt.paint_alloc >= 0)
+        memset(p, hl_opt.paint_alloc, size);
+    s->addr = (uintptr_t)p;
+    s->size = size;
+    s->fn = (uint8_t)fn;
+    s->guard_opened = 0;
+    s->data_opened = 0;
+    s->release_stack = 0;
+    atomic_store_explicit((_Atomic uint8_t*)&s->state, SLOT_LIVE, memory_order_release);
+    record_alloc_as(t, p, size, fn, 0);
+    return p;
+}
+
+void gpage_release(const hl_block_t* b, uint32_t release_stack, int fn) {
+    uint32_t slot = (uint32_t)((b->addr - hl_gpage_lo) / (2 * page));
+    slot_t* s = &slots[slot];
+    size_t slack = slack_of(b->addr, b->size);
+    const uint8_t* after = (const uint8_t*)b->addr + b->size;
+    hl_change_t c = {0};
+    for (size_t i = 0; i < slack; i++) {
+        if (after[i] != (uint8_t)(0xA5 ^ (i * 0x3B))) {
+            if (!c.length) {
+                c.offset = (int64_t)(b->size + i);
+                c.n = 0;
+            }
+            c.length = b->size + i + 1 - (uint64_t)c.offset;
+        }
+    }
+    if (c.length) {
+        for (uint32_t k = 0; k < c.length && k < HL_CHANGE_BYTES; k++) {
+            size_t i = (size_t)c.offset - b->size + k;
+            c.seen[k] = after[i];
+            c.expected[k] = (uint8_t)(0xA5 ^ (i * 0x3B));
+            c.n = k + 1;
+        }
+        error_report_change(HL_ERR_OVERFLOW, fn, b->addr, b, 0, &c, 0);
+    }
+    s->stack = b->stack;
+    s->release_stack = release_stack;
+    s->fn = b->fn;
+    atomic_store_explicit((_Atomic uint8_t*)&s->state, SLOT_FREED, memory_order_release);
+    protect(data_page(slot), PROT_NONE);
+    gpage_lock();
+    fifo[fifo_tail++ % GPAGE_SLOTS] = slot;
+    gpage_unlock();
+}
+
+// x86-64's page fault error code: bit 1 says the access was a write.
+#define PF_WRITE 2
+
+int gpage_fault(const siginfo_t* si, void* ucontext) {
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (!gpage_owns(a))
+        return 0;
+    uint32_t slot = (uint32_t)((a - hl_gpage_lo) / (2 * page));
+    int in_guard = (int)(((a - hl_gpage_lo) / page) & 1);
+    slot_t* s = &slots[slot];
+    int is_write = 0;
+#if defined(__x86_64__)
+    const ucontext_t* uc = ucontext;
+    is_write = (uc->uc_mcontext.gregs[REG_ERR] & PF_WRITE) != 0;
+    uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#else
+    (void)ucontext;
+    uintptr_t ip = 0;
+#endif
+    int state = atomic_load_explicit((_Atomic uint8_t*)&s->state, memory_order_acquire);
+    hl_block_t b = {0};
+    int kind;
+    if (state == SLOT_FREE) {
+        kind = HL_ERR_INVALID_ACCESS;
+    } else {
+        b.addr = s->addr;
+        b.size = s->size;
+        b.fn = s->fn;
+        b.stack = s->stack;
+        if (state == SLOT_LIVE) {
+            hl_block_t live;
+            if (live_lookup(s->addr, &live) == HL_BLOCK_LIVE)
+                b = live;
+        }
+        if (in_guard)
+            kind = is_write ? HL_ERR_OVERFLOW : HL_ERR_READ_OVERFLOW;
+        else if (state == SLOT_FREED)
+            kind = is_write ? HL_ERR_WRITE_AFTER_FREE : HL_ERR_READ_AFTER_FREE;
+        else
+            kind = HL_ERR_INVALID_ACCESS;
+    }
+    hl_thread_t* t = thread_self();
+    int was_busy = t->busy;
+    t->busy = 1;
+    uint32_t stack = stack_capture_fault(t, ip);
+    // No length: the fault tells where, not how many bytes the access would have touched.
+    hl_change_t c = {.offset = (int64_t)(a - b.addr), .length = 0};
+    writer_lock();
+    writer_put_error_locked(kind, t->index, stack, kind == HL_ERR_INVALID_ACCESS ? a : b.addr,
+                            0,
+                            kind == HL_ERR_INVALID_ACCESS ? NULL : &b,
+                            state == SLOT_FREED ? s->release_stack : 0);
+    if (kind != HL_ERR_INVALID_ACCESS)
+        writer_put_change_locked(&c);
+    writer_unlock();
+    t->busy = was_busy;
+    // The access is retried on return: it now reaches the page, as it would have reached the
+    // allocator's memory without heaplens.
+    uintptr_t at = a & ~(uintptr_t)(page - 1);
+    if (in_guard)
+        s->guard_opened = 1;
+    else
+        s->data_opened = 1;
+    return protect(at, PROT_READ | PROT_WRITE) == 0;
+}
