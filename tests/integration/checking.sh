@@ -174,6 +174,55 @@ expect "hoard 8K: 4 threads evicting all along" 0 "threads done"
 check "hoard 8K: threads: no error" "$J" "errors == []"
 
 # ================================================================================================
+# 3b. Guard pages: the faulting access itself
+# ================================================================================================
+# stacks FILE: "kind offset stack[0] stack[1] released" of each error
+stacks() {
+    python3 -c '
+import json, sys
+for e in json.load(open(sys.argv[1]))["errors"]:
+    fr = [f.get("function") for f in e.get("stack") or []] + ["-", "-"]
+    print(e["kind"], e.get("offset"), fr[0], fr[1], "released" if e.get("release_stack") else "-")' "$1" 2>&1
+}
+GP_WANT="overflow 96 write_past gp -
+read_overflow 96 read_past gp -
+read_after_free 8 read_freed gp released
+write_after_free 16 write_freed gp released"
+hl gp --guard-pages=1 -- gp
+expect "guard pages: the program goes on after each fault" 0 "gp done"
+same "guard pages: write and read past the end, read and write after free, each at its instruction" \
+    "$(stacks "$J")" "$GP_WANT"
+check "guard pages: allocation stacks" "$J" "errs_alloc(None, 'gp_block') == 4"
+if grep -q 'Invalid read of a freed block (guard page)' "$WORK/gp.stderr" &&
+    grep -q 'Address 0x[0-9a-f]* is 0 bytes after a block of size 96' "$WORK/gp.stderr"; then
+    pass "guard pages: text report"
+else
+    fail "guard pages: text report" "$(grep -m4 Invalid "$WORK/gp.stderr")"
+fi
+hl gp_own --guard-pages=1 -- gp_own
+expect "guard pages: the program's own SIGSEGV handler runs" 0 "own handler ran"
+expect "guard pages: ... and again after a guard page fault" 0 "own handler ran again"
+same "guard pages: only the guard page's fault is reported" "$(stacks "$J")" \
+    "overflow 32 write_past gp_own -"
+{ st=$(cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q --guard-pages=1 -o "$WORK/segv.hl" -- \
+    "$BUILD/programs/exit_segv" >/dev/null 2>&1; echo $?); } 2>/dev/null
+if [ "$st" -eq 139 ]; then
+    pass "guard pages: a program's own crash still ends it by SIGSEGV (status 139)"
+else
+    fail "guard pages: exit_segv" "status $st, expected 139"
+fi
+hl gp_sampled --guard-pages=1/1000 -- threads
+expect "guard pages 1/1000: 4 threads" 0 "threads done"
+check "guard pages 1/1000: no error, every block seen" "$J" "errors == []" "calls['free'] >= 80000"
+hl gp_all_threads --guard-pages=1 -- threads
+expect "guard pages 1 (pool used up and reused): 4 threads" 0 "threads done"
+check "guard pages 1: threads: no error" "$J" "errors == []"
+hl gp_realloc --guard-pages=1 -- realloc
+expect "guard pages: realloc in every direction" 0 "realloc contents kept"
+hl gp_aligned --guard-pages=1 -- aligned
+expect "guard pages: aligned as asked" 0 "aligned as asked"
+
+# ================================================================================================
 # 4. Other allocators underneath
 # ================================================================================================
 for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
@@ -192,6 +241,8 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     same "under $lib: writes after free" "$(fields "$J")" \
 "write_after_free 100 4 77777777 dddddddd uaf_block released
 write_after_free 10 1 77 dd uaf_block released"
+    hl "gp_$lib" --guard-pages=1 -- gp
+    same "under $lib: guard pages" "$(stacks "$J")" "$GP_WANT"
     hl "threads_$lib" --hoard=1M --redzone=16 -- threads
     expect "under $lib: threads with hoard and red zones" 0 "threads done"
     unset LD_PRELOAD
@@ -262,6 +313,23 @@ else
             fail "memcheck vs heaplens on $m" "$out"
         fi
     done
+    # Every invalid read or write memcheck reports is a guard page fault heaplens reports, the
+    # function memcheck names at the top among heaplens's two innermost frames (memcheck names
+    # the caller where the callee is a constprop clone gcc made: read_past.constprop.0)
+    timeout 120 valgrind --tool=memcheck "$PROG" gp >/dev/null 2>"$WORK/vg_gp.txt"
+    vg=$(grep -A1 'Invalid \(read\|write\)' "$WORK/vg_gp.txt" | sed -n 's/.* at 0x[0-9A-F]*: \([a-z_]*\) .*/\1/p' | tr '\n' ' ')
+    ours=$(stacks "$WORK/gp.json" | awk '{print $3 "/" $4}' | tr '\n' ' ')
+    ok=1
+    set -- $ours
+    for f in $vg; do
+        [ $# -gt 0 ] && { [ "${1%/*}" = "$f" ] || [ "${1#*/}" = "$f" ]; } || ok=0
+        [ $# -gt 0 ] && shift
+    done
+    if [ "$ok" = 1 ] && [ "$(wc -w <<<"$vg")" -eq 4 ] && [ $# -eq 0 ]; then
+        pass "memcheck's 4 invalid accesses are heaplens --guard-pages=1's: memcheck [$vg] heaplens [$ours]"
+    else
+        fail "memcheck vs --guard-pages on gp" "memcheck [$vg] heaplens [$ours]"
+    fi
     # memcheck gives aligned_alloc(64, 64) the alignment's slack before the block as its own:
     # the byte written just before it is not reported; heaplens's red zone catches it
     timeout 120 valgrind --tool=memcheck "$PROG" aligned >/dev/null 2>"$WORK/vg_aligned.txt"
