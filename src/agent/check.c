@@ -24,6 +24,9 @@
 // The allocator's block for a checked one of size bytes at alignment align, and the program's
 // pointer into it (NULL, errno set, when the allocator has no room).
 static char* checked_make(size_t size, size_t align, int fn, int is_zeroed) {
+    // memalign takes any alignment and rounds it up to a power of two, as the front must be
+    while (align & (align - 1))
+        align += align & -align;
     size_t front = layout_front(align);
     size_t total = layout_checked_size(front, size);
     if (total == SIZE_MAX) {

@@ -176,6 +176,10 @@ void gpage_release(const hl_block_t* b, uint32_t release_stack, int fn) {
     gpage_unlock();
 }
 
+void gpage_reset_after_fork(void) {
+    atomic_store(&lock, 0);
+}
+
 // x86-64's page fault error code: bit 1 says the access was a write.
 #define PF_WRITE 2
 

@@ -27,5 +27,6 @@ void gpage_release(const hl_block_t* b, uint32_t release_stack, int fn);
 // The fault handler's part: 1 when the fault at si_addr was in the pool (reported, the page
 // made accessible: return to retry the access), 0 when it is not the agent's.
 int gpage_fault(const siginfo_t* si, void* ucontext);
+void gpage_reset_after_fork(void);
 
 #endif

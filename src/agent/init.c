@@ -15,6 +15,7 @@
 
 #include "../common/format.h"
 #include "agent.h"
+#include "gpage.h"
 #include "hoard.h"
 #include "chunk.h"
 #include "encode.h"
@@ -79,6 +80,7 @@ void agent_fork_child(void) {
     stacks_unlock();
     live_reset_after_fork();
     hoard_reset_after_fork();
+    gpage_reset_after_fork();
     uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);
