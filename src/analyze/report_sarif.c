@@ -262,7 +262,10 @@ static void error_result(sarif_t* w, const md_error_t* e) {
     if (e->has_block)
         snprintf(block, sizeof block, " (a block of %llu bytes from %s)",
                  (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
-    if (e->kind == HL_ERR_WRITE_AFTER_FREE)
+    if (e->fn == 0 && e->stack) // a guard page's fault: the instruction, no call
+        snprintf(msg, sizeof msg, "%s %s%s (a guard page faulted).",
+                 innermost_function(w->c, e->stack), what, block);
+    else if (e->kind == HL_ERR_WRITE_AFTER_FREE)
         snprintf(msg, sizeof msg,
                  "A block of %llu bytes from %s was written after it was released (found when "
                  "it left the hoard or at exit).",

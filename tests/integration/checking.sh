@@ -223,6 +223,33 @@ hl gp_aligned --guard-pages=1 -- aligned
 expect "guard pages: aligned as asked" 0 "aligned as asked"
 
 # ================================================================================================
+# 3c. Leak verdicts, counts and output as without the options (programs with known leaks)
+# ================================================================================================
+for prog in alloc_basic reach_list reach_interior alloc_aligned; do
+    p=$BUILD/programs/$prog
+    [ -x "$p" ] || { fail "$prog" "not built"; continue; }
+    (cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q -o "$WORK/$prog.plain.hl" \
+        --json "$WORK/$prog.plain.json" -- "$p" >"$WORK/$prog.plain.out" 2>/dev/null)
+    for opts in "--redzone=16 --paint=alloc:0xAA,free:0xDD" "--hoard=64M" "--guard-pages=1"; do
+        n=$prog.$(tr -dc 'a-z0-9' <<<"$opts")
+        (cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q $opts -o "$WORK/$n.hl" --json "$WORK/$n.json" \
+            -- "$p" >"$WORK/$n.out" 2>/dev/null)
+        st=$?
+        if [ "$st" -eq 0 ] && cmp -s "$WORK/$prog.plain.out" "$WORK/$n.out"; then
+            pass "$prog $opts: output and status as without"
+        else
+            fail "$prog $opts" "status $st, output $(head -c 200 "$WORK/$n.out")"
+        fi
+        out=$(python3 "$CHECK" --same "$prog $opts: leak verdicts and counts as without" \
+            "$WORK/$prog.plain.json" "$WORK/$n.json" leaks totals.allocations totals.frees \
+            totals.bytes_allocated errors 2>&1)
+        echo "$out"
+        PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
+        FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
+    done
+done
+
+# ================================================================================================
 # 4. Other allocators underneath
 # ================================================================================================
 for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
