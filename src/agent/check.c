@@ -6,6 +6,7 @@
 // user's choice; none of it runs unless a checking option is given (the hooks test one flag).
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -78,8 +79,24 @@ static void release_now(hl_thread_t* t, const hl_block_t* b, int fn) {
         hl_real.free(real);
 }
 
+// What realloc(p, 0) means is the allocator's to say: glibc releases the block and returns
+// NULL, jemalloc (by default) and others return a new block. Asked once, of a block of its own.
+static int zero_realloc_frees(void) {
+    static _Atomic int answer = -1;
+    int a = atomic_load_explicit(&answer, memory_order_relaxed);
+    if (a < 0) {
+        void* p = hl_real.malloc(1);
+        void* q = p ? hl_real.realloc(p, 0) : NULL;
+        a = p && !q;
+        if (q)
+            hl_real.free(q);
+        atomic_store_explicit(&answer, a, memory_order_relaxed);
+    }
+    return a;
+}
+
 void* check_realloc(hl_thread_t* t, const hl_block_t* old, size_t size, int fn) {
-    if (size == 0) { // as glibc: the block is released and there is none
+    if (size == 0 && zero_realloc_frees()) {
         record_realloc_done(t, old, NULL, 0, fn);
         release_now(t, old, fn);
         return NULL;

@@ -264,6 +264,9 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     same "under $lib: the aligned block's underrun" "$(fields "$J")" "underflow -1 1 76 a5 aligned -"
     hl "realloc_$lib" --redzone=16 --paint=alloc:0xAA -- realloc
     expect "under $lib: realloc keeps contents" 0 "realloc contents kept"
+    native=$(timeout "$TIMEOUT" "$PROG" realloc 2>/dev/null | grep 'realloc(p, 0)')
+    same "under $lib: realloc(p, 0) as the allocator answers it natively" \
+        "$(grep 'realloc(p, 0)' "$WORK/realloc_$lib.stdout")" "$native"
     hl "uaf_$lib" --hoard=4K -- uaf
     same "under $lib: writes after free" "$(fields "$J")" \
 "write_after_free 100 4 77777777 dddddddd uaf_block released

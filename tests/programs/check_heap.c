@@ -86,7 +86,8 @@ static int realloc_mode(void) {
     for (int i = 0; i < 4000; i++)
         if (p[i] != 'b')
             return say("realloc lost the contents\n"), 1;
-    p = grow(p, 0); // as glibc: released, NULL
+    p = grow(p, 0); // the allocator's choice: released and NULL (glibc), or a new block
+    say(p ? "realloc(p, 0) gave a block\n" : "realloc(p, 0) gave NULL\n");
     if (p)
         free(p);
     char* q = grow(NULL, 32); // realloc(NULL) is malloc
