@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// gpage.c - sampled guard pages. One pool of address space, reserved once: GPAGE_SLOTS slots
-// of two pages, a data page and an inaccessible one after it. A sampled block (one allocation
-// in N, up to a page) is placed at the end of a slot's data page, so the first byte past it
-// faults (the bytes of the last 16-byte granule after the block, where the alignment leaves
-// some, carry a guard pattern checked at release). A released block's page is made inaccessible
+// gpage.c - sampled guard pages. One pool of address space, reserved once: GPAGE_SLOTS data
+// pages, each between two inaccessible pages (guard page k lies before data page k, guard page
+// k + 1 after it). A sampled block (one allocation in N, up to a page) is placed at the end of
+// its data page, so the first byte past it faults, or with --guard-pages-before at its start,
+// so the first byte before it does (the bytes after the block to its 16-byte boundary, where
+// the alignment leaves some, carry a guard pattern checked at release). A released block's page is made inaccessible
 // and its slot goes to the back of a first-in first-out list: it is not reused until every
 // other free slot has been, so a use after free faults for as long as possible.
 //
@@ -42,12 +43,13 @@ typedef struct slot_s {
     uintptr_t addr;
     uint64_t size;
     uint32_t stack, release_stack;
-    uint8_t state, fn, guard_opened, data_opened;
+    uint8_t state, fn;
 } slot_t;
 
 uintptr_t hl_gpage_lo, hl_gpage_hi;
 static size_t page;
 static slot_t* slots;
+static _Atomic uint8_t* guard_opened; // per guard page: made accessible by a fault
 static uint32_t* fifo; // free slots, oldest released first
 static uint64_t fifo_head, fifo_tail;
 static _Atomic uint64_t sampled;
@@ -70,11 +72,13 @@ static int protect(uintptr_t at, int prot) {
 // the leak scan takes none of it for roots; its live blocks are scanned as blocks.
 static HL_COLD int make_pool(void) {
     page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t span = (size_t)GPAGE_SLOTS * 2 * page;
+    size_t span = ((size_t)GPAGE_SLOTS * 2 + 1) * page;
     char* pool = os_reserve(span);
     slots = os_map(GPAGE_SLOTS * sizeof *slots);
     fifo = os_map(GPAGE_SLOTS * sizeof *fifo);
-    if (!pool || !slots || !fifo || syscall(SYS_mprotect, pool, span, PROT_NONE) != 0)
+    guard_opened = os_map(GPAGE_SLOTS + 1);
+    if (!pool || !slots || !fifo || !guard_opened ||
+        syscall(SYS_mprotect, pool, span, PROT_NONE) != 0)
         return -1;
     for (uint32_t i = 0; i < GPAGE_SLOTS; i++)
         fifo[i] = i;
@@ -84,13 +88,24 @@ static HL_COLD int make_pool(void) {
     return 0;
 }
 
+static inline uintptr_t guard_page(uint32_t k) {
+    return hl_gpage_lo + (uintptr_t)k * 2 * page;
+}
 static inline uintptr_t data_page(uint32_t slot) {
-    return hl_gpage_lo + (uintptr_t)slot * 2 * page;
+    return guard_page(slot) + page;
 }
 
-// The bytes between the block's end and its page's end (at most 15: the alignment's slack).
-static inline size_t slack_of(uintptr_t addr, uint64_t size) {
-    return (size_t)(((addr + size + page - 1) & ~(uintptr_t)(page - 1)) - (addr + size));
+// The bytes after the block to its 16-byte boundary (at most 15: the alignment's slack).
+static inline size_t slack_of(uint64_t size) {
+    return (size_t)(((size ? size : 1) + 15) / 16 * 16 - size);
+}
+
+// A guard page a fault made accessible is made inaccessible again before its slot is reused.
+static int reguard(uint32_t k) {
+    if (!atomic_load_explicit(&guard_opened[k], memory_order_relaxed))
+        return 0;
+    atomic_store_explicit(&guard_opened[k], 0, memory_order_relaxed);
+    return protect(guard_page(k), PROT_NONE);
 }
 
 void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed) {
@@ -115,8 +130,7 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     slot_t* s = &slots[slot];
     gpage_unlock();
     uintptr_t data = data_page(slot);
-    if (protect(data, PROT_READ | PROT_WRITE) != 0 ||
-        (s->guard_opened && protect(data + page, PROT_NONE) != 0)) {
+    if (protect(data, PROT_READ | PROT_WRITE) != 0 || reguard(slot) != 0 || reguard(slot + 1) != 0) {
         gpage_lock(); // no page to give: the slot goes back, the block is laid out as usual
         fifo[fifo_tail++ % GPAGE_SLOTS] = slot;
         gpage_unlock();
@@ -125,10 +139,10 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     if (align < 16)
         align = 16;
     size_t rounded = ((size ? size : 1) + align - 1) & ~(align - 1);
-    char* p = (char*)(data + page - rounded);
+    char* p = (char*)(hl_opt.gpage_before ? data : data + page - rounded);
     // The slack after the block keeps the guard pattern; the block, its bytes (a slot's page
     // keeps what its last block left) as the allocator would give them.
-    size_t slack = rounded - size;
+    size_t slack = slack_of(size);
     for (size_t i = 0; i < slack; i++)
         p[size + i] = (char)(0xA5 ^ (i * 0x3B));
     if (is_zeroed)
@@ -138,8 +152,6 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     s->addr = (uintptr_t)p;
     s->size = size;
     s->fn = (uint8_t)fn;
-    s->guard_opened = 0;
-    s->data_opened = 0;
     s->release_stack = 0;
     atomic_store_explicit((_Atomic uint8_t*)&s->state, SLOT_LIVE, memory_order_release);
     record_alloc_as(t, p, size, fn, 0);
@@ -149,7 +161,7 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
 void gpage_release(const hl_block_t* b, uint32_t release_stack, int fn) {
     uint32_t slot = (uint32_t)((b->addr - hl_gpage_lo) / (2 * page));
     slot_t* s = &slots[slot];
-    size_t slack = slack_of(b->addr, b->size);
+    size_t slack = slack_of(b->size);
     const uint8_t* after = (const uint8_t*)b->addr + b->size;
     hl_change_t c = {0};
     for (size_t i = 0; i < slack; i++) {
@@ -191,9 +203,13 @@ int gpage_fault(const siginfo_t* si, void* ucontext) {
     uintptr_t a = (uintptr_t)si->si_addr;
     if (!gpage_owns(a))
         return 0;
-    uint32_t slot = (uint32_t)((a - hl_gpage_lo) / (2 * page));
-    int in_guard = (int)(((a - hl_gpage_lo) / page) & 1);
-    slot_t* s = &slots[slot];
+    uint64_t k = (a - hl_gpage_lo) / page; // guard pages are even, data pages odd
+    int in_guard = !(k & 1);
+    // A guard page's block: the one before it, or with --guard-pages-before the one after it.
+    int64_t at_slot =
+        in_guard ? (int64_t)(k / 2) - (hl_opt.gpage_before ? 0 : 1) : (int64_t)(k / 2);
+    slot_t none = {0};
+    slot_t* s = at_slot >= 0 && at_slot < GPAGE_SLOTS ? &slots[at_slot] : &none;
     int is_write = 0;
 #if defined(__x86_64__)
     const ucontext_t* uc = ucontext;
@@ -218,7 +234,9 @@ int gpage_fault(const siginfo_t* si, void* ucontext) {
             if (live_lookup(s->addr, &live) == HL_BLOCK_LIVE)
                 b = live;
         }
-        if (in_guard)
+        if (in_guard && hl_opt.gpage_before)
+            kind = is_write ? HL_ERR_UNDERFLOW : HL_ERR_READ_UNDERFLOW;
+        else if (in_guard)
             kind = is_write ? HL_ERR_OVERFLOW : HL_ERR_READ_OVERFLOW;
         else if (state == SLOT_FREED)
             kind = is_write ? HL_ERR_WRITE_AFTER_FREE : HL_ERR_READ_AFTER_FREE;
@@ -242,10 +260,9 @@ int gpage_fault(const siginfo_t* si, void* ucontext) {
     t->busy = was_busy;
     // The access is retried on return: it now reaches the page, as it would have reached the
     // allocator's memory without heaplens.
-    uintptr_t at = a & ~(uintptr_t)(page - 1);
+    if (hl_opt.gpage_abort)
+        return 1; // left inaccessible: the access faults again, to the default action
     if (in_guard)
-        s->guard_opened = 1;
-    else
-        s->data_opened = 1;
-    return protect(at, PROT_READ | PROT_WRITE) == 0;
+        atomic_store_explicit(&guard_opened[k / 2], 1, memory_order_relaxed);
+    return protect(a & ~(uintptr_t)(page - 1), PROT_READ | PROT_WRITE) == 0;
 }

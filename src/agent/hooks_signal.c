@@ -81,8 +81,11 @@ static void segv_default(int sig, siginfo_t* si, void* uc) {
 }
 
 static void on_segv(int sig, siginfo_t* si, void* uc) {
-    if (gpage_fault(si, uc))
-        return; // the page is accessible now: the access is retried
+    if (gpage_fault(si, uc)) {
+        if (hl_opt.gpage_abort)
+            segv_default(sig, si, uc); // as the access would have without heaplens
+        return; // the page is accessible now (or the default action waits): retried
+    }
     struct sigaction a = program_segv;
     int is_info = (a.sa_flags & SA_SIGINFO) != 0;
     // An ignored fault cannot be ignored: the kernel takes the default action for it.

@@ -69,6 +69,8 @@ static const option_t options[] = {
     {"paint", "HEAPLENS_PAINT", NULL, 0, 0, hl_opt.paint, sizeof hl_opt.paint},
     {"guard_pages", "HEAPLENS_GUARD_PAGES", NULL, 0, 0, hl_opt.guard_pages,
      sizeof hl_opt.guard_pages},
+    {"guard_pages_before", "HEAPLENS_GUARD_PAGES_BEFORE", &hl_opt.gpage_before, 0, 1, NULL, 0},
+    {"guard_pages_abort", "HEAPLENS_GUARD_PAGES_ABORT", &hl_opt.gpage_abort, 0, 1, NULL, 0},
     {"hoard", "HEAPLENS_HOARD", NULL, 0, 0, hl_opt.hoard_size, sizeof hl_opt.hoard_size},
     {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
     {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},

@@ -23,6 +23,8 @@ typedef struct hl_options_s {
     int paint_free;       // byte released blocks are filled with, or -1
     unsigned long long hoard; // bytes of released blocks held back from reuse (0: none)
     unsigned gpage_every; // one allocation in this many on a guard page (0: none)
+    int gpage_before;     // the guard page before the block (underruns), not after it
+    int gpage_abort;      // a guard page's fault, once reported, ends the program (SIGSEGV)
     char guard_pages[32]; // "1", "1/1000"
     char paint[64];       // the settings as given: "alloc:0xAA,free:0xDD"
     char hoard_size[32];  // "64M"

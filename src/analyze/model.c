@@ -46,7 +46,7 @@ const char* hl_error_kind_name(int kind) {
     static const char* names[] = {"?",        "double_free",   "invalid_free",    "mismatched_free",
                                   "overflow", "realloc_freed", "underflow", "write_after_free",
                                   "dangling_pointer", "read_after_free",
-                                  "read_overflow",    "invalid_access"};
+                                  "read_overflow",    "invalid_access",  "read_underflow"};
     return kind > 0 && kind < HL_ERR_COUNT ? names[kind] : "?";
 }
 

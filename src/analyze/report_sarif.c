@@ -53,6 +53,8 @@ static const sarif_rule_t rules[] = {
      "Bytes past the end of a heap block were read (its guard page faulted)."},
     {"heaplens/invalid-access", "InvalidAccess", "error",
      "Memory of a guard page where no heap block is was accessed."},
+    {"heaplens/read-underflow", "ReadUnderflow", "error",
+     "Bytes before the start of a heap block were read (its guard page faulted)."},
 };
 #define NRULES (sizeof rules / sizeof *rules)
 
@@ -255,6 +257,7 @@ static void error_result(sarif_t* w, const md_error_t* e) {
         [HL_ERR_READ_AFTER_FREE] = "read a block after it was released",
         [HL_ERR_READ_OVERFLOW] = "read past the end of a block",
         [HL_ERR_INVALID_ACCESS] = "accessed a guard page where no block is",
+        [HL_ERR_READ_UNDERFLOW] = "read before the start of a block",
     };
     int rule = rule_of_error(e->kind);
     const char* what = e->kind > 0 && e->kind < HL_ERR_COUNT ? words[e->kind] : "heap error";

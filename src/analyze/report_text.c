@@ -71,6 +71,8 @@ static const char* error_words(int kind) {
         return "Invalid read past the end of a block (guard page)";
     case HL_ERR_INVALID_ACCESS:
         return "Invalid access to a guard page where no block is";
+    case HL_ERR_READ_UNDERFLOW:
+        return "Invalid read before the start of a block (guard page)";
     case HL_ERR_DANGLING_POINTER:
         return "Dangling pointer to a freed block, held at exit in a block allocated";
     default:
@@ -137,6 +139,8 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         int is_fault = e->fn == 0 && e->stack && e->has_change && !e->change_length;
         if (is_fault && e->kind == HL_ERR_OVERFLOW)
             fprintf(out, P "Invalid write past the end of a block (guard page)\n");
+        else if (is_fault && e->kind == HL_ERR_UNDERFLOW)
+            fprintf(out, P "Invalid write before the start of a block (guard page)\n");
         else if (is_fault && e->kind == HL_ERR_WRITE_AFTER_FREE)
             fprintf(out, P "Invalid write to a freed block (guard page)\n");
         else if (e->fn == 0)
@@ -152,7 +156,8 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
             fprintf(out, P " Address 0x%llx is the start of a block of size %s %s by %s:\n",
                     (unsigned long long)e->addr, a,
                     e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ||
-                            e->kind == HL_ERR_UNDERFLOW || e->kind == HL_ERR_READ_OVERFLOW
+                            e->kind == HL_ERR_UNDERFLOW || e->kind == HL_ERR_READ_OVERFLOW ||
+                            e->kind == HL_ERR_READ_UNDERFLOW
                         ? "alloc'd"
                         : "free'd, alloc'd",
                     hl_fn_name(e->alloc_fn));

@@ -218,7 +218,8 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
         break;
     case HL_ERR_READ_AFTER_FREE:
     case HL_ERR_READ_OVERFLOW:
-    case HL_ERR_INVALID_ACCESS: {
+    case HL_ERR_INVALID_ACCESS:
+    case HL_ERR_READ_UNDERFLOW: {
         // A guard page's fault: the stack is the faulting instruction's, as memcheck's.
         e->kind = "InvalidRead";
         e->supp_kind = "Addr1";
@@ -226,7 +227,10 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
                  x->kind == HL_ERR_INVALID_ACCESS ? "access" : "read");
         long long off = x->has_change ? (long long)x->change_offset : 0;
         unsigned long long at = (unsigned long long)(x->addr + (uint64_t)off);
-        if (x->has_block && x->kind == HL_ERR_READ_OVERFLOW)
+        if (x->has_block && x->kind == HL_ERR_READ_UNDERFLOW)
+            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
+                     at, -off, size);
+        else if (x->has_block && x->kind == HL_ERR_READ_OVERFLOW)
             snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes after a block of size %s alloc'd",
                      at, off - (long long)x->block_size, size);
         else if (x->has_block)
@@ -244,7 +248,7 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
         e->kind = "InvalidWrite";
         e->supp_kind = "Addr1";
         snprintf(e->what, sizeof e->what, "Invalid write of size %llu, %s",
-                 (unsigned long long)(x->has_change ? x->change_length : 1),
+                 (unsigned long long)(x->has_change && x->change_length ? x->change_length : 1),
                  x->kind == HL_ERR_UNDERFLOW
                      ? "before the start of a block (its red zone was found written)"
                      : "to a freed block (found changed when it left the hoard or at exit)");

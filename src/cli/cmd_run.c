@@ -150,6 +150,10 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
     if (o->redzone)
         fprintf(f, ":redzone=%d", o->redzone);
+    if (o->guard_pages_before)
+        fprintf(f, ":guard_pages_before=1");
+    if (o->guard_pages_abort)
+        fprintf(f, ":guard_pages_abort=1");
     const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard",
                            "guard_pages"};
     const char* values[] = {output,   session,  o->remote,     o->remote_token,
@@ -300,6 +304,10 @@ int cmd_run(int argc, char** argv) {
             o.no_scan = 1;
         else if (!strcmp(a, "--no-release-stacks"))
             o.no_release_stacks = 1;
+        else if (!strcmp(a, "--guard-pages-before"))
+            o.guard_pages_before = 1;
+        else if (!strcmp(a, "--guard-pages-abort"))
+            o.guard_pages_abort = 1;
         else if (!strncmp(a, "--guard=", 8)) {
             if (parse_int(a + 8, 0, 4096, &o.guard) != 0) {
                 cli_error("--guard: expected a number of bytes from 0 to 4096, got '%s'", a + 8);

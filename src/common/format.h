@@ -200,6 +200,7 @@ enum hl_error_kind {
     HL_ERR_READ_AFTER_FREE = 9,
     HL_ERR_READ_OVERFLOW = 10,
     HL_ERR_INVALID_ACCESS = 11, // in the pool, where no block is (no block in the record)
+    HL_ERR_READ_UNDERFLOW = 12, // the guard page before a block (--guard-pages-before)
     HL_ERR_COUNT
 };
 

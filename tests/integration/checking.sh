@@ -45,7 +45,8 @@ hl() {
     while [ "$1" != "--" ]; do args+=("$1"); shift; done
     shift
     (cd "$WORK" && timeout "$TIMEOUT" "$HL" run "${args[@]}" -o "$WORK/$name.hl" \
-        --json "$WORK/$name.json" -- "$PROG" "$@" >"$WORK/$name.stdout" 2>"$WORK/$name.stderr")
+        --json "$WORK/$name.json" -- "$PROG" "$@" >"$WORK/$name.stdout" 2>"$WORK/$name.stderr") \
+        2>/dev/null # not the shell's line on a program killed by a signal
     ST=$?
     J=$WORK/$name.json
 }
@@ -199,6 +200,18 @@ if grep -q 'Invalid read of a freed block (guard page)' "$WORK/gp.stderr" &&
 else
     fail "guard pages: text report" "$(grep -m4 Invalid "$WORK/gp.stderr")"
 fi
+hl gp_before --guard-pages=1 --guard-pages-before -- gp_before
+expect "guard pages before: the program goes on" 0 "gp_before done"
+same "guard pages before: a write 1 byte and a read 4 bytes before a block, at their instructions" \
+    "$(stacks "$J")" "underflow -1 write_past gp_before -
+read_underflow -4 read_past gp_before -"
+hl gp_abort --guard-pages=1 --guard-pages-abort -- gp
+if [ "$ST" -eq 139 ] && ! grep -q "gp done" "$WORK/gp_abort.stdout"; then
+    pass "guard pages abort: the first fault ends the program by SIGSEGV (status 139)"
+else
+    fail "guard pages abort" "status $ST, output $(tr '\n' '|' <"$WORK/gp_abort.stdout")"
+fi
+same "guard pages abort: the fault was reported first" "$(stacks "$J")" "overflow 96 write_past gp -"
 hl gp_own --guard-pages=1 -- gp_own
 expect "guard pages: the program's own SIGSEGV handler runs" 0 "own handler ran"
 expect "guard pages: ... and again after a guard page fault" 0 "own handler ran again"

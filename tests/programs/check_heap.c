@@ -21,6 +21,8 @@
 //              (read_freed), a write to another at offset 16 (write_freed); prints the bytes read
 //   gp_own     the program's own SIGSEGV handler (siglongjmp out of a NULL read) still runs,
 //              twice, around a guard page fault (write_past)
+//   gp_before  (--guard-pages=1 --guard-pages-before) a write 1 byte before a 96-byte block (in
+//              write_past, given -1) and a read 4 bytes before another (read_past, given -4)
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
 #include <malloc.h>
 #include <setjmp.h>
@@ -222,6 +224,17 @@ static int gp(void) {
     return 0;
 }
 
+static int gp_before(void) {
+    char* a = gp_block(96);
+    write_past(a, -1);
+    char* b = gp_block(96);
+    say_num("read before the start: ", read_past(b, -4));
+    release(a);
+    release(b);
+    say("gp_before done\n");
+    return 0;
+}
+
 static sigjmp_buf env;
 static void on_segv(int sig) {
     (void)sig;
@@ -281,12 +294,14 @@ int main(int argc, char** argv) {
         return uaf();
     if (!strcmp(m, "gp"))
         return gp();
+    if (!strcmp(m, "gp_before"))
+        return gp_before();
     if (!strcmp(m, "gp_own"))
         return gp_own();
     if (!strcmp(m, "dangling"))
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
-    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_own|threads\n");
+    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|gp_own|threads\n");
     return 2;
 }
