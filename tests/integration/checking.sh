@@ -212,6 +212,11 @@ else
     fail "guard pages abort" "status $ST, output $(tr '\n' '|' <"$WORK/gp_abort.stdout")"
 fi
 same "guard pages abort: the fault was reported first" "$(stacks "$J")" "overflow 96 write_past gp -"
+hl gp_threads --guard-pages=1 -- gp_threads
+expect "guard pages: 4 threads faulting at once go on" 0 "gp_threads done"
+same "guard pages: each thread's fault at its own instruction" "$(stacks "$J" | sort | uniq -c | sed 's/^ *//')" \
+"4 overflow 64 write_past gp_thread -
+4 read_after_free 0 read_freed gp_thread released"
 hl gp_own --guard-pages=1 -- gp_own
 expect "guard pages: the program's own SIGSEGV handler runs" 0 "own handler ran"
 expect "guard pages: ... and again after a guard page fault" 0 "own handler ran again"

@@ -23,6 +23,8 @@
 //              twice, around a guard page fault (write_past)
 //   gp_before  (--guard-pages=1 --guard-pages-before) a write 1 byte before a 96-byte block (in
 //              write_past, given -1) and a read 4 bytes before another (read_past, given -4)
+//   gp_threads 4 threads each write 1 byte past a 64-byte block of their own (in write_past)
+//              and read a freed one (read_freed), all at once
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
 #include <malloc.h>
 #include <setjmp.h>
@@ -235,6 +237,29 @@ static int gp_before(void) {
     return 0;
 }
 
+static pthread_barrier_t together;
+static void* gp_thread(void* arg) {
+    (void)arg;
+    char* a = gp_block(64);
+    char* b = gp_block(64);
+    release(b);
+    pthread_barrier_wait(&together);
+    write_past(a, 64);
+    int v = read_freed(b, 0);
+    release(a);
+    return (void*)(intptr_t)v;
+}
+static int gp_threads(void) {
+    pthread_t t[4];
+    pthread_barrier_init(&together, NULL, 4);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, gp_thread, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    say("gp_threads done\n");
+    return 0;
+}
+
 static sigjmp_buf env;
 static void on_segv(int sig) {
     (void)sig;
@@ -296,12 +321,14 @@ int main(int argc, char** argv) {
         return gp();
     if (!strcmp(m, "gp_before"))
         return gp_before();
+    if (!strcmp(m, "gp_threads"))
+        return gp_threads();
     if (!strcmp(m, "gp_own"))
         return gp_own();
     if (!strcmp(m, "dangling"))
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
-    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|gp_own|threads\n");
+    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|gp_threads|gp_own|threads\n");
     return 2;
 }
