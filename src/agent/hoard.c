@@ -105,7 +105,10 @@ void hoard_check_at_exit(void) {
             error_put_change_locked(HL_ERR_WRITE_AFTER_FREE, e->addr, &b, e->release_stack, &c);
         }
     }
-    dangling_at_exit(head, end);
+    // Reading every live block whole is safe only with the other threads stopped (a block
+    // released meanwhile may be unmapped): with the scan, which stops them.
+    if (hl_opt.scan_at_exit)
+        dangling_at_exit(head, end);
 }
 
 // ---------------------------------------------------------------------------------------------
