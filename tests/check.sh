@@ -64,7 +64,7 @@ tally "$out" dropin
 echo "== harm (the program runs as natively: pthread_exit, ulimit -f, its descriptor 2, clone)"
 out=$("$ROOT/tests/integration/harm.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" harm
-echo "== checking (--redzone, --paint, --hoard: underruns, overruns, writes after free, against memcheck)"
+echo "== checking (--redzone, --paint, --hoard, --guard-pages: underruns, overruns, use after free, against memcheck)"
 out=$("$ROOT/tests/integration/checking.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" checking
 

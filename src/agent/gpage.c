@@ -4,9 +4,10 @@
 // k + 1 after it). A sampled block (one allocation in N, up to a page) is placed at the end of
 // its data page, so the first byte past it faults, or with --guard-pages-before at its start,
 // so the first byte before it does (the bytes after the block to its 16-byte boundary, where
-// the alignment leaves some, carry a guard pattern checked at release). A released block's page is made inaccessible
-// and its slot goes to the back of a first-in first-out list: it is not reused until every
-// other free slot has been, so a use after free faults for as long as possible.
+// the alignment leaves some, carry a guard pattern checked at release). A released block's
+// page is made inaccessible and its slot goes to the back of a first-in first-out list: it is
+// not reused until every other free slot has been, so a use after free faults for as long as
+// possible.
 //
 // The fault handler (hooks_signal.c) asks gpage_fault first: a fault in the pool is reported
 // with the faulting instruction's stack, the address, read or write, the block's allocation
@@ -130,7 +131,8 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     slot_t* s = &slots[slot];
     gpage_unlock();
     uintptr_t data = data_page(slot);
-    if (protect(data, PROT_READ | PROT_WRITE) != 0 || reguard(slot) != 0 || reguard(slot + 1) != 0) {
+    if (protect(data, PROT_READ | PROT_WRITE) != 0 || reguard(slot) != 0 ||
+        reguard(slot + 1) != 0) {
         gpage_lock(); // no page to give: the slot goes back, the block is laid out as usual
         fifo[fifo_tail++ % GPAGE_SLOTS] = slot;
         gpage_unlock();

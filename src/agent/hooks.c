@@ -101,9 +101,9 @@ static HL_COLD void slow_free(void* p) {
     hl_real.free(record_free_untraced(p));
 }
 
-// The program's pointer to the header block q (of layout_headed_size(size) bytes), recorded. Where no
-// mark can say it has a header (the agent out of memory for its marks), its contents move to a
-// block without one.
+// The program's pointer to the header block q (of layout_headed_size(size) bytes), recorded.
+// Where no mark can say it has a header (the agent out of memory for its marks), its contents
+// move to a block without one.
 static void* give_headed(hl_thread_t* t, char* q, size_t size, int fn) {
     if (hl_likely(live_header_room((uintptr_t)q + HL_HEADER))) {
         record_alloc_as(t, q + HL_HEADER, size, fn, HL_AS_GUARDED | HL_AS_HEADED);

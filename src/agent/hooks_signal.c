@@ -114,7 +114,8 @@ static void chain_segv(void) {
     struct sigaction cur, sa;
     if (hl_real.sigaction(SIGSEGV, NULL, &cur) != 0)
         return;
-    if (atomic_load(&ours[SIGSEGV]) || ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal)) {
+    if (atomic_load(&ours[SIGSEGV]) ||
+        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal)) {
         memset(&program_segv, 0, sizeof program_segv);
         program_segv.sa_handler = SIG_DFL;
     } else {

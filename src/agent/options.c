@@ -285,7 +285,8 @@ static void checking_load(void) {
     }
     uint64_t hoard = 0;
     if (hl_opt.hoard_size[0] && hl_parse_size(hl_opt.hoard_size, &hoard))
-        hl_log("ignoring hoard=%s: expected a size such as 65536, 512K, 64M, 1G", hl_opt.hoard_size);
+        hl_log("ignoring hoard=%s: expected a size such as 65536, 512K, 64M, 1G",
+               hl_opt.hoard_size);
     hl_opt.hoard = hoard;
     uint32_t every = 0;
     if (hl_opt.guard_pages[0] && hl_parse_rate(hl_opt.guard_pages, &every))

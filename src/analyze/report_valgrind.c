@@ -212,7 +212,8 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
         snprintf(e->what, sizeof e->what,
                  "A block allocated here holds, at exit, a pointer into a freed block");
         if (x->has_block && x->has_change)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
                      (unsigned long long)(x->addr + (uint64_t)x->change_offset),
                      (long long)x->change_offset, size);
         break;
@@ -228,13 +229,16 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
         long long off = x->has_change ? (long long)x->change_offset : 0;
         unsigned long long at = (unsigned long long)(x->addr + (uint64_t)off);
         if (x->has_block && x->kind == HL_ERR_READ_UNDERFLOW)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
                      at, -off, size);
         else if (x->has_block && x->kind == HL_ERR_READ_OVERFLOW)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes after a block of size %s alloc'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes after a block of size %s alloc'd",
                      at, off - (long long)x->block_size, size);
         else if (x->has_block)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
                      at, off, size);
         else
             snprintf(a->what, sizeof a->what,
@@ -258,11 +262,13 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
                 return -1;
         }
         if (x->has_block && x->has_change && x->change_offset < 0)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
                      (unsigned long long)(x->addr + (uint64_t)x->change_offset),
                      (long long)-x->change_offset, size);
         else if (x->has_block && x->has_change)
-            snprintf(a->what, sizeof a->what, "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
                      (unsigned long long)(x->addr + (uint64_t)x->change_offset),
                      (long long)x->change_offset, size);
         break;

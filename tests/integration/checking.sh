@@ -3,10 +3,13 @@
 # checking.sh BUILD_DIR - heap checking end to end: --redzone (underruns and overruns found at
 # free, realloc and exit, aligned allocations still aligned), --paint (new and released blocks),
 # --hoard (writes after free, found when a block leaves the hoard and at exit; blocks held back
-# are no leaks), in threads and under jemalloc, tcmalloc and mimalloc; the settings given by hand
-# in the agent's environment; bad values refused in one line. Each program's bad writes are
-# also run under valgrind's memcheck (when installed): where memcheck says a write hit
-# ("N bytes before/after/inside a block of size S") heaplens must say the same.
+# are no leaks; dangling pointers at exit), --guard-pages (each bad read or write reported at its
+# instruction, the program going on; its own SIGSEGV handlers and crashes kept; -before, -abort),
+# in threads and under jemalloc, tcmalloc and mimalloc; leak verdicts, counts and output as
+# without the options; the settings given by hand in the agent's environment; bad values refused
+# in one line. Each program's bad accesses also run under valgrind's memcheck (when installed):
+# where memcheck says a write hit ("N bytes before/after/inside a block of size S") heaplens must
+# say the same, and memcheck's invalid reads and writes must be --guard-pages=1's faults.
 # One line per check, "PASS name" or "FAIL name: reason" ("SKIP name: why"); the last line is
 # "N passed, N failed"; exit 1 when anything failed.
 set -u

@@ -329,6 +329,7 @@ int main(int argc, char** argv) {
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
-    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|gp_threads|gp_own|threads\n");
+    say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|"
+        "gp_threads|gp_own|threads\n");
     return 2;
 }
