@@ -367,20 +367,24 @@ else
     # Every invalid read or write memcheck reports is a guard page fault heaplens reports, the
     # function memcheck names at the top among heaplens's two innermost frames (memcheck names
     # the caller where the callee is a constprop clone gcc made: read_past.constprop.0)
-    timeout 120 valgrind --tool=memcheck "$PROG" gp >/dev/null 2>"$WORK/vg_gp.txt"
-    vg=$(grep -A1 'Invalid \(read\|write\)' "$WORK/vg_gp.txt" | sed -n 's/.* at 0x[0-9A-F]*: \([a-z_]*\) .*/\1/p' | tr '\n' ' ')
-    ours=$(stacks "$WORK/gp.json" | awk '{print $3 "/" $4}' | tr '\n' ' ')
-    ok=1
-    set -- $ours
-    for f in $vg; do
-        [ $# -gt 0 ] && { [ "${1%/*}" = "$f" ] || [ "${1#*/}" = "$f" ]; } || ok=0
-        [ $# -gt 0 ] && shift
+    for mode in gp:4 gp_before:2; do
+        m=${mode%%:*}
+        timeout 120 valgrind --tool=memcheck "$PROG" "$m" >/dev/null 2>"$WORK/vg_$m.txt"
+        vg=$(grep -A1 'Invalid \(read\|write\)' "$WORK/vg_$m.txt" |
+            sed -n 's/.* at 0x[0-9A-F]*: \([a-z_]*\) .*/\1/p' | tr '\n' ' ')
+        ours=$(stacks "$WORK/$m.json" | awk '{print $3 "/" $4}' | tr '\n' ' ')
+        ok=1
+        set -- $ours
+        for f in $vg; do
+            [ $# -gt 0 ] && { [ "${1%/*}" = "$f" ] || [ "${1#*/}" = "$f" ]; } || ok=0
+            [ $# -gt 0 ] && shift
+        done
+        if [ "$ok" = 1 ] && [ "$(wc -w <<<"$vg")" -eq "${mode#*:}" ] && [ $# -eq 0 ]; then
+            pass "$m: memcheck's ${mode#*:} invalid accesses are heaplens --guard-pages's: memcheck [$vg] heaplens [$ours]"
+        else
+            fail "memcheck vs --guard-pages on $m" "memcheck [$vg] heaplens [$ours]"
+        fi
     done
-    if [ "$ok" = 1 ] && [ "$(wc -w <<<"$vg")" -eq 4 ] && [ $# -eq 0 ]; then
-        pass "memcheck's 4 invalid accesses are heaplens --guard-pages=1's: memcheck [$vg] heaplens [$ours]"
-    else
-        fail "memcheck vs --guard-pages on gp" "memcheck [$vg] heaplens [$ours]"
-    fi
     # memcheck gives aligned_alloc(64, 64) the alignment's slack before the block as its own:
     # the byte written just before it is not reported; heaplens's red zone catches it
     timeout 120 valgrind --tool=memcheck "$PROG" aligned >/dev/null 2>"$WORK/vg_aligned.txt"
