@@ -70,6 +70,9 @@ tally "$out" dropin
 echo "== harm (the program runs as natively: pthread_exit, ulimit -f, its descriptor 2, clone)"
 out=$("$ROOT/tests/integration/harm.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" harm
+echo "== checking (--redzone, --paint, --hoard, --guard-pages: underruns, overruns, use after free, against memcheck)"
+out=$("$ROOT/tests/integration/checking.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" checking
 
 echo "== asan (the analyzer's tests and every report format under ASan+UBSan, damaged traces)"
 out=$("$ROOT/tests/integration/asan.sh" "$BUILD" "$BUILD/asan" 2>&1); echo "$out" | grep -v '^PASS'

@@ -12,8 +12,11 @@
 #include "../common/compiler.h"
 #include "../common/format.h"
 #include "agent.h"
+#include "check.h"
 #include "errors.h"
+#include "gpage.h"
 #include "hooks.h"
+#include "layout.h"
 #include "live.h"
 #include "options.h"
 #include "real.h"
@@ -98,29 +101,15 @@ static HL_COLD void slow_free(void* p) {
     hl_real.free(record_free_untraced(p));
 }
 
-// With guards on, the real block is size + guard bytes; a size near SIZE_MAX must still fail
-// the way the allocator fails it, not wrap around.
-static inline size_t padded(size_t size) {
-    size_t g = (size_t)hl_opt.guard;
-    return size > SIZE_MAX - g ? SIZE_MAX : size + g;
-}
-
-// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded
-// to 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
-static inline size_t headed_size(size_t size) {
-    size_t extra = HL_HEADER + (size_t)hl_opt.guard + 15;
-    return size > SIZE_MAX - extra ? SIZE_MAX : (size + extra) & ~(size_t)15;
-}
-
-// The program's pointer to the header block q (of headed_size(size) bytes), recorded. Where no
-// mark can say it has a header (the agent out of memory for its marks), its contents move to a
-// block without one.
+// The program's pointer to the header block q (of layout_headed_size(size) bytes), recorded.
+// Where no mark can say it has a header (the agent out of memory for its marks), its contents
+// move to a block without one.
 static void* give_headed(hl_thread_t* t, char* q, size_t size, int fn) {
     if (hl_likely(live_header_room((uintptr_t)q + HL_HEADER))) {
         record_alloc_as(t, q + HL_HEADER, size, fn, HL_AS_GUARDED | HL_AS_HEADED);
         return q + HL_HEADER;
     }
-    void* p = hl_real.malloc(padded(size));
+    void* p = hl_real.malloc(layout_padded(size));
     if (p) {
         memcpy(p, q + HL_HEADER, size);
         record_alloc(t, p, size, fn);
@@ -136,13 +125,15 @@ void* hook_alloc(size_t size, int fn) {
     hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, 16, fn, 0);
+    if (hl_unlikely(hl_opt.checking))
+        return check_alloc(t, size, 16, fn, 0);
     t->busy = 1;
     void* p;
     if (size >= hl_opt.header_min) {
-        char* q = hl_real.malloc(headed_size(size));
+        char* q = hl_real.malloc(layout_headed_size(size));
         p = q ? give_headed(t, q, size, fn) : NULL;
     } else {
-        p = hl_real.malloc(padded(size));
+        p = hl_real.malloc(layout_padded(size));
         if (p)
             record_alloc(t, p, size, fn);
     }
@@ -183,13 +174,15 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
+    if (hl_unlikely(hl_opt.checking))
+        return check_alloc(t, total, 16, HL_FN_CALLOC, 1);
     t->busy = 1;
     void* p;
     if (total >= hl_opt.header_min) {
-        char* q = hl_real.calloc(1, headed_size(total));
+        char* q = hl_real.calloc(1, layout_headed_size(total));
         p = q ? give_headed(t, q, total, HL_FN_CALLOC) : NULL;
     } else {
-        p = hl_real.calloc(1, padded(total));
+        p = hl_real.calloc(1, layout_padded(total));
         if (p)
             record_alloc(t, p, total, HL_FN_CALLOC);
     }
@@ -202,12 +195,15 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
 static HL_COLD void* slow_realloc(hl_thread_t* t, void* p, size_t size) {
     if (atomic_load(&hl_real_ready) != 2)
         return NULL;
+    void* moved;
+    if (hl_opt.checking && check_realloc_untraced(p, size, &moved))
+        return moved;
     hl_block_t b;
     if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.headed) {
         live_remove((uintptr_t)p, &b, 0);
         if (size == 0) // what realloc(p, 0) means is the allocator's to say
             return hl_real.realloc((char*)p - HL_HEADER, 0);
-        char* q = hl_real.realloc((char*)p - HL_HEADER, headed_size(size));
+        char* q = hl_real.realloc((char*)p - HL_HEADER, layout_headed_size(size));
         if (!q) {
             live_insert(&b);
             return NULL;
@@ -275,6 +271,11 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         t->busy = 0;
         return q;
     }
+    if (hl_unlikely(hl_opt.checking) && (old.guarded || gpage_owns((uintptr_t)p))) {
+        q = check_realloc(t, &old, size, fn);
+        t->busy = 0;
+        return q;
+    }
     char* real = old.headed ? (char*)p - HL_HEADER : p;
     if (size == 0) {
         // The allocator decides what realloc(p, 0) means (glibc frees); ask it unpadded.
@@ -283,7 +284,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         if (q)
             record_alloc_as(t, q, 0, fn, 0);
     } else if (old.headed) {
-        char* r = hl_real.realloc(real, headed_size(size));
+        char* r = hl_real.realloc(real, layout_headed_size(size));
         q = r ? r + HL_HEADER : NULL;
         if (!r) {
             record_realloc_undo(&old);
@@ -294,7 +295,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
             q = give_headed(t, r, size, fn);
         }
     } else {
-        q = hl_real.realloc(p, padded(size));
+        q = hl_real.realloc(p, layout_padded(size));
         if (!q)
             record_realloc_undo(&old);
         else
@@ -322,25 +323,27 @@ void* hook_aligned(size_t align, size_t size, int fn) {
     hl_thread_t* t = thread_self();
     if (!HOOK_READY() || t->busy)
         return slow_alloc(size, align, fn, 0);
+    if (hl_unlikely(hl_opt.checking))
+        return check_alloc(t, size, align, fn, 0);
     t->busy = 1;
     void* p;
     switch (fn) {
     case HL_FN_ALIGNED_ALLOC:
-        p = hl_real.aligned_alloc(align, padded(size));
+        p = hl_real.aligned_alloc(align, layout_padded(size));
         break;
     case HL_FN_VALLOC:
-        p = hl_real.valloc(padded(size));
+        p = hl_real.valloc(layout_padded(size));
         break;
     case HL_FN_PVALLOC: {
         // pvalloc rounds the size up to whole pages; that rounded size is the block's size.
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         size_t rounded = size ? (size + page - 1) & ~(page - 1) : page;
-        p = hl_real.pvalloc(padded(rounded));
+        p = hl_real.pvalloc(layout_padded(rounded));
         size = rounded;
         break;
     }
     default:
-        p = hl_real.memalign(align, padded(size));
+        p = hl_real.memalign(align, layout_padded(size));
         break;
     }
     if (p)
@@ -373,9 +376,16 @@ HL_EXPORT int posix_memalign(void** out, size_t align, size_t size) {
         *out = p;
         return 0;
     }
+    if (hl_unlikely(hl_opt.checking)) {
+        void* p = check_alloc(t, size, align, HL_FN_POSIX_MEMALIGN, 0);
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
     t->busy = 1;
     void* p = NULL;
-    int rc = hl_real.posix_memalign(&p, align, padded(size));
+    int rc = hl_real.posix_memalign(&p, align, layout_padded(size));
     if (rc == 0) {
         record_alloc(t, p, size, HL_FN_POSIX_MEMALIGN);
         *out = p;
@@ -394,7 +404,7 @@ HL_EXPORT size_t malloc_usable_size(void* p) {
         return 0;
     // A header block's size is known whatever the agent is doing (its header is not the
     // allocator's pointer).
-    if (hl_opt.guard) {
+    if (hl_opt.guard || hl_opt.checking) {
         size_t n = record_usable_size(p);
         if (n != (size_t)-1)
             return n;

@@ -14,6 +14,8 @@
 #include "../common/compiler.h"
 #include "../common/format.h"
 #include "agent.h"
+#include "gpage.h"
+#include "options.h"
 #include "os.h"
 #include "real.h"
 
@@ -54,6 +56,81 @@ static int install_one(int sig) {
     return 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// With guard pages the agent's SIGSEGV handler stands first, whatever the program installs: a
+// fault in the pool is the agent's (gpage_fault); any other is the program's, and goes to the
+// handler it installed (kept here: sigaction and signal report and replace it as the kernel's
+// would), or with none, ends the process as the default action does, after the trace is ended.
+// ---------------------------------------------------------------------------------------------
+static struct sigaction program_segv;
+static _Atomic int segv_chained;
+
+static void segv_default(int sig, siginfo_t* si, void* uc) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    hl_real.sigaction(sig, &dfl, NULL);
+    atomic_store(&segv_chained, 0);
+    agent_finish_in(HL_END_SIGNAL, sig, uc);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    if (si->si_code <= 0) // sent, not a fault (which happens again on return)
+        syscall(SYS_tgkill, getpid(), os_gettid(), sig);
+}
+
+static void on_segv(int sig, siginfo_t* si, void* uc) {
+    if (gpage_fault(si, uc)) {
+        if (hl_opt.gpage_abort)
+            segv_default(sig, si, uc); // as the access would have without heaplens
+        return; // the page is accessible now (or the default action waits): retried
+    }
+    struct sigaction a = program_segv;
+    int is_info = (a.sa_flags & SA_SIGINFO) != 0;
+    // An ignored fault cannot be ignored: the kernel takes the default action for it.
+    if (!is_info && (a.sa_handler == SIG_DFL || (a.sa_handler == SIG_IGN && si->si_code > 0))) {
+        segv_default(sig, si, uc);
+        return;
+    }
+    if (!is_info && a.sa_handler == SIG_IGN)
+        return;
+    if (a.sa_flags & SA_RESETHAND) {
+        memset(&program_segv, 0, sizeof program_segv);
+        program_segv.sa_handler = SIG_DFL;
+    }
+    sigset_t mask = a.sa_mask, old;
+    if (!(a.sa_flags & SA_NODEFER))
+        sigaddset(&mask, sig);
+    pthread_sigmask(SIG_BLOCK, &mask, &old);
+    if (is_info)
+        a.sa_sigaction(sig, si, uc);
+    else
+        a.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void chain_segv(void) {
+    struct sigaction cur, sa;
+    if (hl_real.sigaction(SIGSEGV, NULL, &cur) != 0)
+        return;
+    if (atomic_load(&ours[SIGSEGV]) ||
+        ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal)) {
+        memset(&program_segv, 0, sizeof program_segv);
+        program_segv.sa_handler = SIG_DFL;
+    } else {
+        program_segv = cur;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (hl_real.sigaction(SIGSEGV, &sa, NULL) != 0)
+        return;
+    atomic_store(&ours[SIGSEGV], 0);
+    atomic_store(&segv_chained, 1);
+}
+
 void signals_install(void) {
     if (!hl_real.sigaction)
         return;
@@ -65,6 +142,8 @@ void signals_install(void) {
         if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
             install_one(fatal_signals[i]);
     }
+    if (hl_opt.gpage_every)
+        chain_segv();
 }
 
 static int wants_default(const struct sigaction* act) {
@@ -76,6 +155,13 @@ HL_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* 
         real_resolve();
         if (!hl_real.sigaction)
             return -1;
+    }
+    if (sig == SIGSEGV && atomic_load(&segv_chained)) {
+        if (old)
+            *old = program_segv;
+        if (act)
+            program_segv = *act;
+        return 0;
     }
     int mine = sig > 0 && sig < 65 && atomic_load(&ours[sig]);
     if (mine && act && wants_default(act) && is_fatal(sig)) {

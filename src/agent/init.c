@@ -15,6 +15,8 @@
 
 #include "../common/format.h"
 #include "agent.h"
+#include "gpage.h"
+#include "hoard.h"
 #include "chunk.h"
 #include "attach.h"
 #include "control.h"
@@ -90,6 +92,8 @@ void agent_fork_child(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
     live_reset_after_fork();
+    hoard_reset_after_fork();
+    gpage_reset_after_fork();
     uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);
@@ -162,6 +166,7 @@ void agent_init(void) {
         // made, or hand it blocks it never saw (not a heap error then).
         hl_opt.guard = 0;
         hl_opt.header_min = SIZE_MAX;
+        options_checking_off(); // checked blocks have a layout of their own too
         from_start = 0;
     }
     writer_clock_init();

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/checkopts.h"
 #include "log.h"
 #include "options.h"
 #include "stacks.h"
@@ -28,6 +29,8 @@ hl_options_t hl_opt = {
     .scan_at_exit = 1,
     .control = 1,
     .release_stacks = 1,
+    .paint_alloc = -1,
+    .paint_free = -1,
 };
 
 // Blocks from this size carry the agent's header (when guards are on), unless told otherwise:
@@ -65,6 +68,13 @@ static const option_t options[] = {
     {"disable", "HEAPLENS_DISABLE", &hl_opt.is_disabled, 0, 1, NULL, 0},
     {"release_stacks", "HEAPLENS_RELEASE_STACKS", &hl_opt.release_stacks, 0, 1, NULL, 0},
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
+    {"redzone", "HEAPLENS_REDZONE", &hl_opt.redzone, 0, HL_REDZONE_MAX, NULL, 0},
+    {"paint", "HEAPLENS_PAINT", NULL, 0, 0, hl_opt.paint, sizeof hl_opt.paint},
+    {"guard_pages", "HEAPLENS_GUARD_PAGES", NULL, 0, 0, hl_opt.guard_pages,
+     sizeof hl_opt.guard_pages},
+    {"guard_pages_before", "HEAPLENS_GUARD_PAGES_BEFORE", &hl_opt.gpage_before, 0, 1, NULL, 0},
+    {"guard_pages_abort", "HEAPLENS_GUARD_PAGES_ABORT", &hl_opt.gpage_abort, 0, 1, NULL, 0},
+    {"hoard", "HEAPLENS_HOARD", NULL, 0, 0, hl_opt.hoard_size, sizeof hl_opt.hoard_size},
     {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
     {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},
     {"remote", "HEAPLENS_REMOTE", NULL, 0, 0, hl_opt.remote, sizeof hl_opt.remote},
@@ -266,6 +276,46 @@ static void scrub_environ(void) {
     environ[out] = NULL;
 }
 
+// Released blocks held back are painted so that a write to one shows; this byte unless --paint
+// names another (memory debuggers' customary "dead" byte).
+#define HL_HOARD_PAINT_DEFAULT 0xDD
+
+// The heap checking settings into their values; a bad one is ignored with a line, as others.
+static void checking_load(void) {
+    if (hl_opt.paint[0] && hl_parse_paint(hl_opt.paint, &hl_opt.paint_alloc, &hl_opt.paint_free)) {
+        hl_log("ignoring paint=%s: expected alloc:BYTE,free:BYTE (either alone)", hl_opt.paint);
+        hl_opt.paint_alloc = hl_opt.paint_free = -1;
+    }
+    uint64_t hoard = 0;
+    if (hl_opt.hoard_size[0] && hl_parse_size(hl_opt.hoard_size, &hoard))
+        hl_log("ignoring hoard=%s: expected a size such as 65536, 512K, 64M, 1G",
+               hl_opt.hoard_size);
+    hl_opt.hoard = hoard;
+    uint32_t every = 0;
+    if (hl_opt.guard_pages[0] && hl_parse_rate(hl_opt.guard_pages, &every))
+        hl_log("ignoring guard_pages=%s: expected 1 or 1/N", hl_opt.guard_pages);
+    hl_opt.gpage_every = every;
+    if (hl_opt.hoard && hl_opt.paint_free < 0)
+        hl_opt.paint_free = HL_HOARD_PAINT_DEFAULT;
+    // The zone before keeps the program's pointer 16-aligned; the one after is the guard.
+    hl_opt.redzone_before = (hl_opt.redzone + 15) & ~15;
+    if (hl_opt.redzone > hl_opt.guard)
+        hl_opt.guard = hl_opt.redzone;
+    hl_opt.checking = hl_opt.redzone || hl_opt.paint_alloc >= 0 || hl_opt.paint_free >= 0 ||
+                      hl_opt.hoard || hl_opt.gpage_every;
+}
+
+void options_checking_off(void) {
+    if (hl_opt.checking)
+        hl_log("heap checking is off: blocks this process made before heaplens, or inside its own "
+               "allocator, keep the allocator's layout");
+    hl_opt.redzone = hl_opt.redzone_before = 0;
+    hl_opt.paint_alloc = hl_opt.paint_free = -1;
+    hl_opt.hoard = 0;
+    hl_opt.gpage_every = 0;
+    hl_opt.checking = 0;
+}
+
 // The settings as the agent was built, for a session that sets its own (attach).
 static hl_options_t built_in;
 static int has_built_in;
@@ -278,8 +328,9 @@ void options_load_string(const char* s) {
     hl_opt = built_in;
     header_min = HL_HEADER_MIN_DEFAULT;
     parse_options_var(s);
+    checking_load();
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
-    hl_opt.header_min = hl_opt.guard ? (size_t)header_min : SIZE_MAX;
+    hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
     if (!hl_opt.output[0])
         strcpy(hl_opt.output, "heaplens.%e.%p.hl");
 }
@@ -293,10 +344,12 @@ void options_load(void) {
     const char* all = getenv(OPTIONS_VAR);
     if (all)
         parse_options_var(all);
+    checking_load();
     // Guards must keep the real block's alignment: round to the pointer size.
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
-    // Without guards the allocator's layout stays untouched: no headers either.
-    hl_opt.header_min = hl_opt.guard ? (size_t)header_min : SIZE_MAX;
+    // Without guards the allocator's layout stays untouched: no headers either; nor with
+    // checking, whose blocks have their red zone where a header would be.
+    hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
     if (!hl_opt.output[0])
         strcpy(hl_opt.output, "heaplens.%e.%p.hl");
     if (hl_opt.no_follow)

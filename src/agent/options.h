@@ -16,6 +16,20 @@ typedef struct hl_options_s {
     int control;        // listen on a control socket (control.c)
     int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
+    // Heap checking (check.c, layout.c, hoard.c); any of them makes `checking` 1, and every block
+    // then takes the checked path (no header: the red zone is what comes before a block).
+    int checking;
+    int redzone;          // red zone bytes asked for on each side (0: none)
+    int redzone_before;   // the zone before a block: redzone rounded up to 16 (alignment)
+    int paint_alloc;      // byte new blocks are filled with, or -1
+    int paint_free;       // byte released blocks are filled with, or -1
+    unsigned long long hoard; // bytes of released blocks held back from reuse (0: none)
+    unsigned gpage_every; // one allocation in this many on a guard page (0: none)
+    int gpage_before;     // the guard page before the block (underruns), not after it
+    int gpage_abort;      // a guard page's fault, once reported, ends the program (SIGSEGV)
+    char guard_pages[32]; // "1", "1/1000"
+    char paint[64];       // the settings as given: "alloc:0xAA,free:0xDD"
+    char hoard_size[32];  // "64M"
     char output[1024];  // trace path template: %p pid, %e program name
     char session[1024]; // file that lists every trace this session writes
     char remote[1024];  // the collector the trace goes to (unix:PATH, tcp:HOST:PORT), or ""
@@ -25,5 +39,6 @@ typedef struct hl_options_s {
 extern hl_options_t hl_opt;
 void options_load(void);
 void options_load_string(const char* s); // built-in settings, then s (as HEAPLENS_OPTIONS)
+void options_checking_off(void);         // no red zones, paint, hoard or guard pages
 
 #endif

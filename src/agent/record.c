@@ -11,6 +11,8 @@
 #include "../common/format.h"
 #include "../common/clock.h"
 #include "agent.h"
+#include "check.h"
+#include "gpage.h"
 #include "errors.h"
 #include "live.h"
 #include "options.h"
@@ -164,6 +166,8 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
             note_released(t, &b, here);
         if (hl_unlikely(t->park_pending))
             scan_park_self();
+        if (hl_unlikely(hl_opt.checking) && (b.guarded || gpage_owns(b.addr)))
+            return check_release(t, &b, here, fn);
         return real;
     }
     if (!agent_is_from_start())
@@ -179,6 +183,8 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
 void* record_free_untraced(void* p) {
     hl_block_t b;
     int state = live_remove((uintptr_t)p, &b, 0);
+    if (hl_unlikely(hl_opt.checking) && state == HL_BLOCK_LIVE && !b.is_internal)
+        return check_real_untraced(&b, p);
     return state == HL_BLOCK_LIVE && b.headed ? (char*)p - HL_HEADER : p;
 }
 
@@ -218,7 +224,8 @@ void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t 
     if (q)
         record_alloc_as(t, q, size, fn,
                         old->headed ? HL_AS_GUARDED | HL_AS_HEADED
-                                    : (hl_opt.guard > 0 ? HL_AS_GUARDED : 0));
+                                    : (hl_opt.checking ? (old->guarded ? HL_AS_GUARDED : 0)
+                                                       : (hl_opt.guard > 0 ? HL_AS_GUARDED : 0)));
 }
 
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {
@@ -239,7 +246,7 @@ void record_munmap(hl_thread_t* t, void* p, size_t len) {
 
 size_t record_usable_size(void* p) {
     hl_block_t b;
-    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && b.guarded)
+    if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && (b.guarded || gpage_owns(b.addr)))
         return b.size;
     return (size_t)-1;
 }

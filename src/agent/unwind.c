@@ -690,4 +690,38 @@ uint32_t stack_capture(hl_thread_t* t) {
 uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// The stack of a faulting instruction, from its signal handler: libgcc's unwinder steps through
+// the signal frame; the frames up to the one at the fault's ip are the handler's.
+// ---------------------------------------------------------------------------------------------
+typedef struct fault_walk_s {
+    uintptr_t ip;
+    collect_t c;
+} fault_walk_t;
+
+static _Unwind_Reason_Code on_fault_frame(struct _Unwind_Context* ctx, void* arg) {
+    fault_walk_t* w = arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
+    if (!ip)
+        return _URC_END_OF_STACK;
+    if (w->c.skipping && ip != w->ip)
+        return _URC_NO_REASON;
+    w->c.skipping = 0;
+    // The faulting frame's ip is the instruction itself, not a return address: the analyzer
+    // looks a return address up one byte back, so it is given one byte on.
+    w->c.ips[w->c.n] = w->c.n == 0 ? ip + 1 : ip;
+    w->c.n++;
+    return w->c.n >= w->c.max ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+uint32_t stack_capture_fault(hl_thread_t* t, uintptr_t ip) {
+    (void)t;
+    uintptr_t ips[HL_MAX_DEPTH];
+    fault_walk_t w = {ip, {ips, 0, hl_opt.depth, ip != 0}};
+    _Unwind_Backtrace(on_fault_frame, &w);
+    if (!w.c.n) // the fault's frame was never reached: the handler's callers, as they come
+        return stack_capture(t);
+    return stack_intern(ips, w.c.n, NULL);
+}
+
 void unwind_init(void) {}

@@ -24,6 +24,8 @@ typedef struct hl_frame_s {
 int unwind_program_frame(int flags, hl_frame_t* out);
 uint32_t stack_capture(hl_thread_t* t);         // unwind + intern, for the current call on thread t
 uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its own reuse cache)
+// From a signal handler: the stack of the instruction at ip that faulted.
+uint32_t stack_capture_fault(hl_thread_t* t, uintptr_t ip);
 void unwind_init(void);
 void unwind_forget_recent(void); // a new trace: every thread walks its stacks anew
 

@@ -38,6 +38,7 @@
 #include "sites.h"
 #include "stacks.h"
 #include "thread.h"
+#include "layout.h"
 #include "unwind.h"
 #include "writer.h"
 
@@ -970,6 +971,19 @@ void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uin
             enc_u(&enc, release_stack);
         }
     }
+}
+
+void writer_put_change_locked(const hl_change_t* c) {
+    if (enc_reserve(&enc, 32 + 2 * HL_CHANGE_BYTES) != 0)
+        return;
+    enc_tag(&enc, REC_ERROR_CHANGE);
+    enc_s(&enc, c->offset);
+    enc_u(&enc, c->length);
+    enc_u(&enc, c->n);
+    for (uint32_t k = 0; k < c->n; k++)
+        enc_u(&enc, c->seen[k]);
+    for (uint32_t k = 0; k < c->n; k++)
+        enc_u(&enc, c->expected[k]);
 }
 
 void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,

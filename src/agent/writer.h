@@ -44,5 +44,8 @@ void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t 
                       const hl_block_t* block, uint32_t release_stack);
 void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
                              const hl_block_t* block, uint32_t release_stack);
+// The bytes an ERROR just written found changed (an ERROR_CHANGE record after it).
+struct hl_change_s;
+void writer_put_change_locked(const struct hl_change_s* c);
 
 #endif

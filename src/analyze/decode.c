@@ -364,6 +364,24 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
         break;
     case REC_FREE_EXPLICIT:
         return decode_free_explicit(c, r);
+    case REC_ERROR_CHANGE: {
+        r->u[0] = (uint64_t)get_s(c);
+        r->u[1] = get_u(c);
+        r->u[2] = get_u(c);
+        if (r->u[2] > HL_CHANGE_BYTES || r->u[2] > r->u[1]) {
+            bad(c, "an error change of more bytes than it spans or may carry");
+            return DEC_MALFORMED;
+        }
+        // seen bytes in u[3..4], expected in u[5..6], 8 to a word, first in the low byte
+        for (int half = 0; half < 2; half++)
+            for (uint64_t k = 0; k < r->u[2]; k++) {
+                uint64_t v = get_u(c);
+                if (v > 255)
+                    bad(c, "an error change byte above 255");
+                r->u[3 + half * 2 + k / 8] |= (v & 255) << (8 * (k % 8));
+            }
+        break;
+    }
     default:
         bad(c, "an unknown tag");
         return DEC_MALFORMED;

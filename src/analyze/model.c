@@ -43,8 +43,10 @@ const char* hl_leak_kind_name(int kind) {
 }
 
 const char* hl_error_kind_name(int kind) {
-    static const char* names[] = {"?", "double_free", "invalid_free", "mismatched_free",
-                                  "overflow", "realloc_freed"};
+    static const char* names[] = {"?",        "double_free",   "invalid_free",    "mismatched_free",
+                                  "overflow", "realloc_freed", "underflow", "write_after_free",
+                                  "dangling_pointer", "read_after_free",
+                                  "read_overflow",    "invalid_access",  "read_underflow"};
     return kind > 0 && kind < HL_ERR_COUNT ? names[kind] : "?";
 }
 
@@ -250,6 +252,7 @@ static void on_error(model_t* m, const rd_record_t* r) {
     m->errors = fresh;
     md_error_t* e = &m->errors[m->nerrors++];
     e->kind = r->u[0] < HL_ERR_COUNT ? (int)r->u[0] : 0;
+    e->has_change = 0;
     e->stack = model_stack_ref(m, r->u[2]);
     e->addr = r->u[3];
     e->fn = (int)r->u[4];
@@ -312,6 +315,19 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         break;
     case REC_ERROR:
         on_error(m, r);
+        break;
+    case REC_ERROR_CHANGE: // of the error just before it
+        if (m->nerrors && !m->errors[m->nerrors - 1].has_change) {
+            md_error_t* e = &m->errors[m->nerrors - 1];
+            e->has_change = 1;
+            e->change_offset = (int64_t)r->u[0];
+            e->change_length = r->u[1];
+            e->change_n = (uint32_t)r->u[2];
+            for (uint32_t k = 0; k < e->change_n; k++) {
+                e->seen[k] = (uint8_t)(r->u[3 + k / 8] >> (8 * (k % 8)));
+                e->expected[k] = (uint8_t)(r->u[5 + k / 8] >> (8 * (k % 8)));
+            }
+        }
         break;
     case REC_INHERIT: // alive before the trace began: part of the level, not an allocation
         {

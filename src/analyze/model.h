@@ -100,6 +100,12 @@ typedef struct md_error_s {
     int alloc_fn;
     uint32_t release_stack; // where the block was released before (double free), else 0
     int64_t time_ns;
+    // Bytes the agent left that were found changed (guard, red zone, paint), when it says
+    int has_change;
+    int64_t change_offset; // of the first changed byte from the block's start (< 0: before)
+    uint64_t change_length; // first to last changed byte
+    uint32_t change_n;      // bytes below
+    uint8_t seen[HL_CHANGE_BYTES], expected[HL_CHANGE_BYTES];
 } md_error_t;
 
 typedef struct md_leak_record_s {

@@ -48,6 +48,8 @@ typedef struct rd_str_s {
 //   REC_ERROR        time_ns; u[0] kind, u[1] thread, u[2] call_stack, u[3] addr, u[4] fn,
 //                    u[5] has_block, and with a block u[6] size, u[7] alloc_stack,
 //                    u[8] alloc_fn, u[9] free_stack
+//   REC_ERROR_CHANGE u[0] offset (int64_t), u[1] length, u[2] n, u[3..4] n seen bytes,
+//                    u[5..6] n expected bytes (8 to a word, the first in the low byte)
 //   REC_SCAN         time_ns; u[0] flags, u[1] live_blocks
 //   REC_VERDICT      u[0] kind, u[1] addr, u[2] size, u[3] stack, u[4] fn, u[5] leader (the
 //                    absolute address; 0: none), u[6] site of (size, stack) (0: none); fn

@@ -175,6 +175,16 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
                 json_frames_stack(out, ft, c, e->release_stack);
             }
         }
+        if (e->has_change) {
+            fprintf(out, ", \"offset\": %lld, \"changed_bytes\": %llu, \"seen\": \"",
+                    (long long)e->change_offset, (unsigned long long)e->change_length);
+            for (uint32_t k = 0; k < e->change_n; k++)
+                fprintf(out, "%02x", e->seen[k]);
+            fputs("\", \"expected\": \"", out);
+            for (uint32_t k = 0; k < e->change_n; k++)
+                fprintf(out, "%02x", e->expected[k]);
+            fputc('"', out);
+        }
         fputc('}', out);
     }
     fputs("\n  ],\n", out);

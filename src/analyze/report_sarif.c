@@ -41,6 +41,20 @@ static const sarif_rule_t rules[] = {
      "Bytes just after a heap block were written (its guard bytes had changed)."},
     {"heaplens/realloc-freed", "ReallocFreed", "error",
      "realloc was given a heap block that had already been released."},
+    {"heaplens/underflow", "HeapUnderflow", "error",
+     "Bytes just before a heap block were written (its red zone had changed)."},
+    {"heaplens/write-after-free", "WriteAfterFree", "error",
+     "A released heap block, held back from reuse, was written after its release."},
+    {"heaplens/dangling-pointer", "DanglingPointer", "warning",
+     "A heap block still in use at exit holds a pointer into a released block."},
+    {"heaplens/read-after-free", "ReadAfterFree", "error",
+     "A released heap block was read (its guard page faulted)."},
+    {"heaplens/read-overflow", "ReadOverflow", "error",
+     "Bytes past the end of a heap block were read (its guard page faulted)."},
+    {"heaplens/invalid-access", "InvalidAccess", "error",
+     "Memory of a guard page where no heap block is was accessed."},
+    {"heaplens/read-underflow", "ReadUnderflow", "error",
+     "Bytes before the start of a heap block were read (its guard page faulted)."},
 };
 #define NRULES (sizeof rules / sizeof *rules)
 
@@ -237,6 +251,13 @@ static void error_result(sarif_t* w, const md_error_t* e) {
         [HL_ERR_MISMATCHED_FREE] = "released a block with the wrong function",
         [HL_ERR_OVERFLOW] = "released a block whose bytes just after the end were written",
         [HL_ERR_REALLOC_FREED] = "reallocated a block that was already released",
+        [HL_ERR_UNDERFLOW] = "released a block whose bytes just before the start were written",
+        [HL_ERR_WRITE_AFTER_FREE] = "wrote to a block after it was released",
+        [HL_ERR_DANGLING_POINTER] = "holds a pointer into a released block",
+        [HL_ERR_READ_AFTER_FREE] = "read a block after it was released",
+        [HL_ERR_READ_OVERFLOW] = "read past the end of a block",
+        [HL_ERR_INVALID_ACCESS] = "accessed a guard page where no block is",
+        [HL_ERR_READ_UNDERFLOW] = "read before the start of a block",
     };
     int rule = rule_of_error(e->kind);
     const char* what = e->kind > 0 && e->kind < HL_ERR_COUNT ? words[e->kind] : "heap error";
@@ -244,10 +265,19 @@ static void error_result(sarif_t* w, const md_error_t* e) {
     if (e->has_block)
         snprintf(block, sizeof block, " (a block of %llu bytes from %s)",
                  (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
-    if (e->kind == HL_ERR_OVERFLOW && !e->stack)
+    if (e->fn == 0 && e->stack) // a guard page's fault: the instruction, no call
+        snprintf(msg, sizeof msg, "%s %s%s (a guard page faulted).",
+                 innermost_function(w->c, e->stack), what, block);
+    else if (e->kind == HL_ERR_WRITE_AFTER_FREE)
         snprintf(msg, sizeof msg,
-                 "Bytes after a block of %llu bytes from %s were written (found "
+                 "A block of %llu bytes from %s was written after it was released (found when "
+                 "it left the hoard or at exit).",
+                 (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
+    else if ((e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_UNDERFLOW) && !e->stack)
+        snprintf(msg, sizeof msg,
+                 "Bytes %s a block of %llu bytes from %s were written (found "
                  "at exit).",
+                 e->kind == HL_ERR_OVERFLOW ? "after" : "before",
                  (unsigned long long)e->block_size, hl_fn_name(e->alloc_fn));
     else
         snprintf(msg, sizeof msg, "%s(0x%llx) in %s %s%s.", hl_fn_name(e->fn),

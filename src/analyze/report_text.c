@@ -61,9 +61,51 @@ static const char* error_words(int kind) {
         return "Heap block overrun (guard bytes after the block were written)";
     case HL_ERR_REALLOC_FREED:
         return "realloc() of a freed block";
+    case HL_ERR_UNDERFLOW:
+        return "Heap block underrun (red zone bytes before the block were written)";
+    case HL_ERR_WRITE_AFTER_FREE:
+        return "Invalid write to a freed block (found changed when it left the hoard or at exit)";
+    case HL_ERR_READ_AFTER_FREE:
+        return "Invalid read of a freed block (guard page)";
+    case HL_ERR_READ_OVERFLOW:
+        return "Invalid read past the end of a block (guard page)";
+    case HL_ERR_INVALID_ACCESS:
+        return "Invalid access to a guard page where no block is";
+    case HL_ERR_READ_UNDERFLOW:
+        return "Invalid read before the start of a block (guard page)";
+    case HL_ERR_DANGLING_POINTER:
+        return "Dangling pointer to a freed block, held at exit in a block allocated";
     default:
         return "Heap error";
     }
+}
+
+// Where the changed bytes were, in memcheck's words ("N bytes after a block of size S"), and what
+// they were against what the agent left there.
+static void print_change(FILE* out, const md_error_t* e) {
+    char size[32];
+    report_commas(size, sizeof size, e->block_size);
+    uint64_t addr = e->addr + (uint64_t)e->change_offset;
+    if (e->change_offset < 0)
+        fprintf(out, P " Address 0x%llx is %lld bytes before a block of size %s\n",
+                (unsigned long long)addr, (long long)-e->change_offset, size);
+    else if ((uint64_t)e->change_offset >= e->block_size)
+        fprintf(out, P " Address 0x%llx is %llu bytes after a block of size %s\n",
+                (unsigned long long)addr,
+                (unsigned long long)((uint64_t)e->change_offset - e->block_size), size);
+    else
+        fprintf(out, P " Address 0x%llx is %lld bytes inside a block of size %s\n",
+                (unsigned long long)addr, (long long)e->change_offset, size);
+    if (e->kind == HL_ERR_DANGLING_POINTER || !e->change_length)
+        return; // a pointer, or a fault: where, not what changed
+    fprintf(out, P " %llu byte%s changed from offset %lld:", (unsigned long long)e->change_length,
+            e->change_length == 1 ? "" : "s", (long long)e->change_offset);
+    for (uint32_t k = 0; k < e->change_n; k++)
+        fprintf(out, " %02x", e->seen[k]);
+    fprintf(out, "%s (were", e->change_n < e->change_length ? " ..." : "");
+    for (uint32_t k = 0; k < e->change_n; k++)
+        fprintf(out, " %02x", e->expected[k]);
+    fprintf(out, "%s)\n", e->change_n < e->change_length ? " ..." : "");
 }
 
 void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
@@ -93,15 +135,31 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     // Errors first, as memcheck prints them as they happen.
     for (size_t i = 0; i < m->nerrors; i++) {
         const md_error_t* e = &m->errors[i];
-        fprintf(out, P "%s: %s(0x%llx)\n", error_words(e->kind), hl_fn_name(e->fn),
-                (unsigned long long)e->addr);
+        // A guard page's fault has no call: the stack is the faulting instruction's.
+        int is_fault = e->fn == 0 && e->stack && e->has_change && !e->change_length;
+        if (is_fault && e->kind == HL_ERR_OVERFLOW)
+            fprintf(out, P "Invalid write past the end of a block (guard page)\n");
+        else if (is_fault && e->kind == HL_ERR_UNDERFLOW)
+            fprintf(out, P "Invalid write before the start of a block (guard page)\n");
+        else if (is_fault && e->kind == HL_ERR_WRITE_AFTER_FREE)
+            fprintf(out, P "Invalid write to a freed block (guard page)\n");
+        else if (e->fn == 0)
+            fprintf(out, P "%s\n", error_words(e->kind));
+        else
+            fprintf(out, P "%s: %s(0x%llx)\n", error_words(e->kind), hl_fn_name(e->fn),
+                    (unsigned long long)e->addr);
         print_stack(out, c, e->stack);
+        if (e->has_change)
+            print_change(out, e);
         if (e->has_block) {
             report_commas(a, sizeof a, e->block_size);
             fprintf(out, P " Address 0x%llx is the start of a block of size %s %s by %s:\n",
                     (unsigned long long)e->addr, a,
-                    e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ? "alloc'd"
-                                                                                     : "free'd, alloc'd",
+                    e->kind == HL_ERR_OVERFLOW || e->kind == HL_ERR_MISMATCHED_FREE ||
+                            e->kind == HL_ERR_UNDERFLOW || e->kind == HL_ERR_READ_OVERFLOW ||
+                            e->kind == HL_ERR_READ_UNDERFLOW
+                        ? "alloc'd"
+                        : "free'd, alloc'd",
                     hl_fn_name(e->alloc_fn));
             print_stack(out, c, e->alloc_stack);
             if (e->release_stack) {

@@ -205,6 +205,73 @@ static int describe_error(vg_report_t* r, const md_error_t* x, vg_err_t* e) {
                      "Address 0x%llx is 0 bytes after a block of size %s alloc'd",
                      (unsigned long long)(x->addr + x->block_size), size);
         break;
+    case HL_ERR_DANGLING_POINTER:
+        // memcheck has no such error; told in its words as close as they come
+        e->kind = "InvalidRead";
+        e->supp_kind = "Addr8";
+        snprintf(e->what, sizeof e->what,
+                 "A block allocated here holds, at exit, a pointer into a freed block");
+        if (x->has_block && x->has_change)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+                     (unsigned long long)(x->addr + (uint64_t)x->change_offset),
+                     (long long)x->change_offset, size);
+        break;
+    case HL_ERR_READ_AFTER_FREE:
+    case HL_ERR_READ_OVERFLOW:
+    case HL_ERR_INVALID_ACCESS:
+    case HL_ERR_READ_UNDERFLOW: {
+        // A guard page's fault: the stack is the faulting instruction's, as memcheck's.
+        e->kind = "InvalidRead";
+        e->supp_kind = "Addr1";
+        snprintf(e->what, sizeof e->what, "Invalid %s (a guard page faulted)",
+                 x->kind == HL_ERR_INVALID_ACCESS ? "access" : "read");
+        long long off = x->has_change ? (long long)x->change_offset : 0;
+        unsigned long long at = (unsigned long long)(x->addr + (uint64_t)off);
+        if (x->has_block && x->kind == HL_ERR_READ_UNDERFLOW)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
+                     at, -off, size);
+        else if (x->has_block && x->kind == HL_ERR_READ_OVERFLOW)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes after a block of size %s alloc'd",
+                     at, off - (long long)x->block_size, size);
+        else if (x->has_block)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+                     at, off, size);
+        else
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is not stack'd, malloc'd or (recently) free'd", at);
+        break;
+    }
+    case HL_ERR_UNDERFLOW:
+    case HL_ERR_WRITE_AFTER_FREE:
+        // Found changed later than written (at the release, when the block left the hoard, or
+        // at exit): the block's allocation stands first when no call's stack was kept.
+        e->kind = "InvalidWrite";
+        e->supp_kind = "Addr1";
+        snprintf(e->what, sizeof e->what, "Invalid write of size %llu, %s",
+                 (unsigned long long)(x->has_change && x->change_length ? x->change_length : 1),
+                 x->kind == HL_ERR_UNDERFLOW
+                     ? "before the start of a block (its red zone was found written)"
+                     : "to a freed block (found changed when it left the hoard or at exit)");
+        if (!x->stack && x->has_block) {
+            stack_free(&e->stack);
+            if (build_stack(r, x->alloc_stack, x->alloc_fn, &e->stack) != 0)
+                return -1;
+        }
+        if (x->has_block && x->has_change && x->change_offset < 0)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes before a block of size %s alloc'd",
+                     (unsigned long long)(x->addr + (uint64_t)x->change_offset),
+                     (long long)-x->change_offset, size);
+        else if (x->has_block && x->has_change)
+            snprintf(a->what, sizeof a->what,
+                     "Address 0x%llx is %lld bytes inside a block of size %s free'd",
+                     (unsigned long long)(x->addr + (uint64_t)x->change_offset),
+                     (long long)x->change_offset, size);
+        break;
     default: // HL_ERR_INVALID_FREE
         if (x->has_block)
             snprintf(a->what, sizeof a->what, "Address 0x%llx is inside a block of size %s alloc'd",

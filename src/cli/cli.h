@@ -77,6 +77,11 @@ typedef struct cli_run_opts_s {
     double alert_growth;
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
+    int redzone;              // red zone bytes before and after each block (0: none)
+    const char* paint;        // "alloc:0xAA,free:0xDD", either half (NULL: none)
+    const char* hoard;        // bytes of released blocks held back ("64M"), or NULL
+    const char* guard_pages;  // "1" or "1/N": allocations placed against a guard page, or NULL
+    int guard_pages_before, guard_pages_abort;
     cli_report_opts_t report;
 } cli_run_opts_t;
 

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/checkopts.h"
 #include "cli.h"
 #include "rundir.h"
 
@@ -151,9 +152,17 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
         fputs(":control=0", f);
     if (o->wait)
         fputs(":wait=1", f);
-    const char* names[] = {"output", "session", "remote", "remote_token"};
-    const char* values[] = {output, session, o->remote, o->remote_token};
-    for (int k = 0; k < 4; k++) {
+    if (o->redzone)
+        fprintf(f, ":redzone=%d", o->redzone);
+    if (o->guard_pages_before)
+        fprintf(f, ":guard_pages_before=1");
+    if (o->guard_pages_abort)
+        fprintf(f, ":guard_pages_abort=1");
+    const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard",
+                           "guard_pages"};
+    const char* values[] = {output,   session,  o->remote,     o->remote_token,
+                            o->paint, o->hoard, o->guard_pages};
+    for (int k = 0; k < 7; k++) {
         if (!values[k])
             continue;
         fprintf(f, ":%s=", names[k]);
@@ -316,11 +325,44 @@ int cmd_run(int argc, char** argv) {
         }
         else if (!strcmp(a, "--no-release-stacks"))
             o.no_release_stacks = 1;
+        else if (!strcmp(a, "--guard-pages-before"))
+            o.guard_pages_before = 1;
+        else if (!strcmp(a, "--guard-pages-abort"))
+            o.guard_pages_abort = 1;
         else if (!strncmp(a, "--guard=", 8)) {
             if (parse_int(a + 8, 0, 4096, &o.guard) != 0) {
                 cli_error("--guard: expected a number of bytes from 0 to 4096, got '%s'", a + 8);
                 return 2;
             }
+        } else if (!strncmp(a, "--redzone=", 10)) {
+            if (parse_int(a + 10, 0, HL_REDZONE_MAX, &o.redzone) != 0) {
+                cli_error("--redzone: expected a number of bytes from 0 to %d, got '%s'",
+                          HL_REDZONE_MAX, a + 10);
+                return 2;
+            }
+        } else if (!strncmp(a, "--paint=", 8)) {
+            int pa, pf;
+            if (hl_parse_paint(a + 8, &pa, &pf) != 0) {
+                cli_error("--paint: expected alloc:BYTE,free:BYTE (either alone; BYTE as 0xAA "
+                          "or 170), got '%s'", a + 8);
+                return 2;
+            }
+            o.paint = a + 8;
+        } else if (!strncmp(a, "--hoard=", 8)) {
+            uint64_t bytes;
+            if (hl_parse_size(a + 8, &bytes) != 0) {
+                cli_error("--hoard: expected a size such as 65536, 512K, 64M or 1G, got '%s'",
+                          a + 8);
+                return 2;
+            }
+            o.hoard = a + 8;
+        } else if (!strncmp(a, "--guard-pages=", 14)) {
+            uint32_t every;
+            if (hl_parse_rate(a + 14, &every) != 0) {
+                cli_error("--guard-pages: expected 1 or 1/N, got '%s'", a + 14);
+                return 2;
+            }
+            o.guard_pages = a + 14;
         } else if (!strncmp(a, "--sample-interval=", 18)) {
             if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
                 cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);

@@ -114,6 +114,12 @@ enum hl_record_tag {
     // fn(HL_FN_*), temporary (0/1), size, stack: a FREE whose site the writer could not name
     // (its ALLOC is not written yet: another thread's block, released in the same instant)
     REC_FREE_EXPLICIT = 20,
+    // offset:s, length, n, n x seen byte, n x expected byte: what the ERROR record just before
+    // it found changed (red zone, guard or painted bytes of a released block): the first changed
+    // byte's offset from the block's start (negative: before it), the span of changed bytes
+    // from there to the last, and the first n (at most HL_CHANGE_BYTES) bytes of that span as
+    // they were found and as the agent left them
+    REC_ERROR_CHANGE = 21,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
@@ -188,8 +194,24 @@ enum hl_error_kind {
     HL_ERR_MISMATCHED_FREE = 3,
     HL_ERR_OVERFLOW = 4,
     HL_ERR_REALLOC_FREED = 5,
+    HL_ERR_UNDERFLOW = 6,        // the red zone before a block was written
+    HL_ERR_WRITE_AFTER_FREE = 7, // a released block held back from reuse was written
+    // At exit, a live block holds a pointer into a released block held back: call_stack is
+    // the holder's allocation stack, fn its allocating function, addr and the block the
+    // released one; an ERROR_CHANGE's offset says where in it the pointer points (length 8)
+    HL_ERR_DANGLING_POINTER = 8,
+    // Faults in a guard page (--guard-pages): call_stack is the faulting instruction's, fn 0;
+    // an ERROR_CHANGE of length 0 gives the faulting address's offset from the block's start.
+    // A write past the end is an OVERFLOW, a write to a released block a WRITE_AFTER_FREE.
+    HL_ERR_READ_AFTER_FREE = 9,
+    HL_ERR_READ_OVERFLOW = 10,
+    HL_ERR_INVALID_ACCESS = 11, // in the pool, where no block is (no block in the record)
+    HL_ERR_READ_UNDERFLOW = 12, // the guard page before a block (--guard-pages-before)
     HL_ERR_COUNT
 };
+
+// The changed bytes an ERROR_CHANGE record shows, at most.
+#define HL_CHANGE_BYTES 16
 
 // Verdicts, with memcheck's meanings.
 enum hl_leak_kind {

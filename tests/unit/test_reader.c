@@ -616,6 +616,50 @@ TEST(a_stack_under_an_undefined_parent_keeps_its_frame) {
     model_free(&m);
 }
 
+// An ERROR_CHANGE belongs to the error before it: offset (negative before the block), the span
+// and up to 16 bytes as seen and as left; one that claims more bytes than it spans is corrupt.
+TEST(error_changes_attach_to_their_error) {
+    buf_t* b = new_buf();
+    rec_stack(b, 2, 0, 0x1000);
+    rec_error(b, HL_ERR_UNDERFLOW, 5, 2, 0x5000, 40, 2, 0);
+    const uint8_t seen[] = {0x75, 0x01}, left[] = {0xd3, 0x02};
+    rec_error_change(b, -3, 2, 2, seen, left);
+    rec_error(b, HL_ERR_WRITE_AFTER_FREE, 6, 0, 0x6000, 256, 2, 2);
+    uint8_t many[HL_CHANGE_BYTES];
+    memset(many, 0x77, sizeof many);
+    rec_error_change(b, 100, 4000, HL_CHANGE_BYTES, many, many);
+    rec_error(b, HL_ERR_OVERFLOW, 7, 2, 0x7000, 8, 2, 0); // no change: an old agent's record
+    rec_end(b, 30);
+    uint8_t file[1 << 12];
+    write_file(file, trace_file(file, sizeof file, b));
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    ASSERT_TRUE(m.nerrors == 3);
+    EXPECT_TRUE(m.errors[0].has_change);
+    EXPECT_EQ_I(m.errors[0].change_offset, -3);
+    EXPECT_EQ_U(m.errors[0].change_length, 2);
+    EXPECT_EQ_U(m.errors[0].seen[0], 0x75);
+    EXPECT_EQ_U(m.errors[0].seen[1], 0x01);
+    EXPECT_EQ_U(m.errors[0].expected[1], 0x02);
+    EXPECT_EQ_U(m.errors[1].change_n, HL_CHANGE_BYTES);
+    EXPECT_EQ_U(m.errors[1].change_length, 4000);
+    EXPECT_EQ_U(m.errors[1].seen[15], 0x77);
+    EXPECT_TRUE(!m.errors[2].has_change);
+    EXPECT_TRUE(!strcmp(hl_error_kind_name(m.errors[1].kind), "write_after_free"));
+    model_free(&m);
+    free(b);
+
+    b = new_buf();
+    rec_error(b, HL_ERR_OVERFLOW, 5, 0, 0x5000, 40, 0, 0);
+    rec_error_change(b, 40, 1, 2, seen, left); // 2 bytes shown of a 1-byte change
+    write_file(file, trace_file(file, sizeof file, b));
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    model_free(&m);
+    free(b);
+}
+
 TEST(garbage_is_not_a_trace) {
     const char junk[] = "this is not a trace at all, just text\n";
     write_file((const uint8_t*)junk, sizeof junk);
@@ -643,6 +687,7 @@ int main(void) {
     RUN_TEST(every_truncation_is_reported_not_crashed);
     RUN_TEST(every_flipped_byte_is_caught);
     RUN_TEST(a_stack_under_an_undefined_parent_keeps_its_frame);
+    RUN_TEST(error_changes_attach_to_their_error);
     RUN_TEST(garbage_is_not_a_trace);
     unlink(tmp_path);
     return TEST_SUMMARY();

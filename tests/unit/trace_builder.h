@@ -152,6 +152,25 @@ static inline void rec_verdict(buf_t* b, int kind, uint64_t addr, uint64_t size,
     b->last_verdict = addr;
     u(b, size), u(b, stack), u(b, (uint64_t)fn), u(b, leader);
 }
+// An error with a block: kind, thread 1, call stack, block at addr of size with its
+// allocation stack, released at release_stack (0: none).
+static inline void rec_error(buf_t* b, int kind, int64_t t, uint64_t call_stack, uint64_t addr,
+                             uint64_t size, uint64_t alloc_stack, uint64_t release_stack) {
+    tag(b, REC_ERROR);
+    u(b, (uint64_t)kind), u(b, 1);
+    dt(b, t);
+    u(b, call_stack), u(b, addr), u(b, HL_FN_FREE), u(b, 1);
+    u(b, size), u(b, alloc_stack), u(b, HL_FN_MALLOC), u(b, release_stack);
+}
+static inline void rec_error_change(buf_t* b, int64_t offset, uint64_t length, uint32_t n,
+                                    const uint8_t* seen, const uint8_t* expected) {
+    tag(b, REC_ERROR_CHANGE);
+    sv(b, offset), u(b, length), u(b, n);
+    for (uint32_t k = 0; k < n; k++)
+        u(b, seen[k]);
+    for (uint32_t k = 0; k < n; k++)
+        u(b, expected[k]);
+}
 static inline void rec_end(buf_t* b, int64_t t) {
     tag(b, REC_END);
     dt(b, t);

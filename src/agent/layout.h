@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// layout.h - where the agent puts its own bytes around a program's block (layout.c): the guard
+// after it, the 16-byte header before a large one, and with heap checking on, red zones on both
+// sides. The one place that knows how far the allocator's pointer is from the program's.
+//
+//   plain      [block][guard]                               allocator's pointer = block
+//   headed     [header 16][block][guard] (rounded to 16)    allocator's pointer = block - 16
+//   checked    [slack][front record 16][red zone][block][red zone]
+//              allocator's pointer = block - front, front = the record + the zone rounded up to
+//              the block's alignment; the record holds front (checked against the block's
+//              address) so that a release finds the allocator's pointer whatever the alignment.
+#ifndef HL_LAYOUT_H
+#define HL_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/format.h"
+#include "live.h"
+#include "options.h"
+
+// With guards on, the real block is size + guard bytes; a size near SIZE_MAX must still fail
+// the way the allocator fails it, not wrap around.
+static inline size_t layout_padded(size_t size) {
+    size_t g = (size_t)hl_opt.guard;
+    return size > SIZE_MAX - g ? SIZE_MAX : size + g;
+}
+
+// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded
+// to 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
+static inline size_t layout_headed_size(size_t size) {
+    size_t extra = HL_HEADER + (size_t)hl_opt.guard + 15;
+    return size > SIZE_MAX - extra ? SIZE_MAX : (size + extra) & ~(size_t)15;
+}
+
+// The guard after a block (hl_opt.guard bytes, the red zone after it when checking).
+void guard_fill(void* p, size_t size);
+int guard_is_intact(const hl_block_t* b);
+
+// Bytes found changed where the agent left known ones (hl_change_t into an ERROR_CHANGE record).
+typedef struct hl_change_s {
+    int64_t offset;  // of the first changed byte from the block's start (negative: before it)
+    uint64_t length; // from the first changed byte to the last
+    uint32_t n;      // bytes kept below, at most HL_CHANGE_BYTES
+    uint8_t seen[HL_CHANGE_BYTES], expected[HL_CHANGE_BYTES];
+} hl_change_t;
+
+// Checked blocks (hl_opt.checking): the bytes from the allocator's pointer to the program's for
+// an alignment, the allocator's size for a block of size bytes (SIZE_MAX when too big).
+size_t layout_front(size_t align);
+size_t layout_checked_size(size_t front, size_t size);
+// Writes the front record and the red zone before the block at p.
+void layout_checked_fill(char* p, size_t front);
+// The allocator's pointer of the checked block at addr, or NULL when its front record was
+// overwritten (the block then cannot be given back safely).
+char* layout_checked_real(uintptr_t addr);
+// 1 and *c when bytes changed: in the guard or red zone after b, in the zone before it (with
+// its front record), in its size bytes painted with v.
+int layout_after_change(const hl_block_t* b, hl_change_t* c);
+int layout_before_change(const hl_block_t* b, hl_change_t* c);
+int layout_paint_change(uintptr_t addr, size_t size, uint8_t v, hl_change_t* c);
+
+#endif
