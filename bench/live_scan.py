@@ -239,7 +239,7 @@ def report(a, res, failed):
     rows = [
         ("control socket `flush` round trip (the writer's answer, no scan)", "flush round trip",
          ""),
-        ("control socket `status` round trip (counts the live blocks)", "status round trip", ""),
+        ("control socket `status` round trip", "status round trip", ""),
         ("control socket `scan` round trip (threads stopped)", "scan round trip",
          "scan/exit scan %s" % ratio(med.get("scan round trip"), exit_scan)),
         ("`printf 'leaks\\n' | heaplens shell PID`", "shell leaks",

@@ -189,10 +189,8 @@ static void execute(const char* cmd) {
         char where[HL_SINK_WHERE];
         int fd = sink_describe(where, sizeof where);
         hl_fmt(out, sizeof out,
-               "ok pid=%d time=%ld live_blocks=%lu threads=%u marks=%u tracing=%s trace_fd=%d "
-               "trace=%s",
-               (int)getpid(), (long)writer_now_ns(), (unsigned long)live_count(), thread_count(),
-               nmarks,
+               "ok pid=%d time=%ld threads=%u marks=%u tracing=%s trace_fd=%d trace=%s",
+               (int)getpid(), (long)writer_now_ns(), thread_count(), nmarks,
                atomic_load(&hl_phase) == HL_ON ? "on" : "stopped", fd, where);
         reply(out);
     } else if (is_word(cmd, "flush", &rest)) {
