@@ -24,7 +24,8 @@ PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUI
 
 .PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall \
         fuzz asan-build check-asan deps-san
-all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
+API_LIBS := $(BUILD)/libheaplens-api.so $(BUILD)/libheaplens-api.a
+all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck $(API_LIBS) ## build the agent, the CLI and the API library
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,6 +33,10 @@ help: ## list the targets
 $(BUILD)/obj/agent/%.o: src/agent/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/api/%.o: src/api/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -fPIC -c $< -o $@
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -49,6 +54,12 @@ $(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
+
+# include/heaplens.h's library: forwards to the agent when it is there, "not traced" otherwise.
+$(BUILD)/libheaplens-api.so: $(BUILD)/obj/api/heaplens_api.o
+	$(CC) -shared -Wl,-soname,libheaplens-api.so -o $@ $^ -ldl
+$(BUILD)/libheaplens-api.a: $(BUILD)/obj/api/heaplens_api.o
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm

@@ -15,8 +15,10 @@
 
 #include "../common/format.h"
 #include "agent.h"
+#include "api.h"
 #include "chunk.h"
 #include "encode.h"
+#include "epoch.h"
 #include "errors.h"
 #include "live.h"
 #include "log.h"
@@ -77,6 +79,8 @@ void agent_fork_child(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
     live_reset_after_fork();
+    epoch_reset_after_fork();
+    api_after_fork_child();
     uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);

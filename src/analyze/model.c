@@ -171,6 +171,8 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
         s->alloc_fn = r->fn;
     }
     site_add(m, r, r->u[2], size, stack, r->u[3]);
+    if (hl_unlikely(m->notes.ntagged))
+        notes_on_alloc(&m->notes, r->thread, size);
 }
 
 static void on_free(model_t* m, const rd_record_t* r) {
@@ -339,6 +341,9 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         free(m->exec_path);
         m->exec_path = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
         break;
+    case REC_NOTE:
+        notes_on_record(&m->notes, r);
+        break;
     default:
         break;
     }
@@ -419,6 +424,7 @@ int model_is_complete(const model_t* m) {
 }
 
 void model_free(model_t* m) {
+    notes_free(&m->notes);
     for (size_t i = 0; i < m->nmods; i++) {
         free(m->mods[i].path);
         free(m->mods[i].name);

@@ -13,6 +13,7 @@
 
 #include "../common/format.h"
 #include "idmap.h"
+#include "notes.h"
 #include "reader.h"
 
 #define HL_KIND_UNSCANNED HL_LEAK_COUNT // a leak kind for traces that never got their scan
@@ -157,6 +158,7 @@ typedef struct model_s {
     uint32_t* record_slots; // (kind, stack) -> 1 + index into records; a power of two of them
     size_t record_mask;
     md_run_t run;
+    md_notes_t notes; // what the program said through the API
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;

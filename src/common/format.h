@@ -108,6 +108,11 @@ enum hl_record_tag {
     // fn(HL_FN_*), temporary (0/1), size, stack: a FREE whose site the writer could not name
     // (its ALLOC is not written yet: another thread's block, released in the same instant)
     REC_FREE_EXPLICIT = 20,
+    // what(HL_NOTE_*), a, b: the program called the heaplens API on the current thread (at the
+    // current time): a pause or resume of its recording, a mark (a = the epoch), a tag for its
+    // next allocations (a = type, b = location) or its end. Only in traces of programs that
+    // use the API.
+    REC_NOTE = 21,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
@@ -124,6 +129,14 @@ enum hl_record_tag {
 static inline int hl_rec_kind(int tag) {
     return tag >= REC_ALLOC && tag < REC_FREE_TEMP + 32 ? tag & ~HL_REC_FN_MASK : tag;
 }
+
+enum hl_note_kind {
+    HL_NOTE_PAUSE = 1, // this thread's allocations are not recorded until HL_NOTE_RESUME
+    HL_NOTE_RESUME = 2,
+    HL_NOTE_MARK = 3,
+    HL_NOTE_TAG = 4,
+    HL_NOTE_UNTAG = 5,
+};
 
 enum hl_info_flags {
     HL_INFO_FROM_START = 1, // loaded before main: every allocation is seen
