@@ -48,10 +48,10 @@ __attribute__((destructor)) static void late(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
-static NOINLINE void* alloc_before_mark(size_t n) {
+NOINLINE void* alloc_before_mark(size_t n) {
     return malloc(n);
 }
-static NOINLINE void* alloc_after_mark(size_t n) {
+NOINLINE void* alloc_after_mark(size_t n) {
     return malloc(n);
 }
 
@@ -62,14 +62,14 @@ static void watch_cb(void* ptr, int event, const void* where, void* arg) {
            event == HEAPLENS_FREED ? "FREED" : event == HEAPLENS_RESIZED ? "RESIZED" : "?",
            ptr == keep[0] || ptr == keep[1], fn, (int)syscall(SYS_gettid) == getpid());
 }
-static NOINLINE void release_watched(void* p) {
+NOINLINE void release_watched(void* p) {
     free(p);
 }
-static NOINLINE void* resize_watched(void* p, size_t n) {
+NOINLINE void* resize_watched(void* p, size_t n) {
     return realloc(p, n);
 }
 
-static int step;
+static volatile int step;
 static void threshold_cb(int which, size_t bytes, void* arg) {
     (void)arg;
     printf("threshold %s %zu at step %d main_thread=%d\n",
@@ -226,12 +226,13 @@ static void* tagged_thread(void* arg) {
 }
 
 static int mode_tags(void) {
-    say("tag", heaplens_tag(7, 42));
-    for (int i = 0; i < 3; i++)
-        keep[i] = malloc(100);
     pthread_t th;
     pthread_create(&th, NULL, tagged_thread, NULL);
     pthread_join(th, NULL);
+    printf("start\n"); // stdio's buffer, untagged
+    say("tag", heaplens_tag(7, 42));
+    for (int i = 0; i < 3; i++)
+        keep[i] = malloc(100);
     keep[3] = malloc(1000); // still tagged 7/42
     say("untag", heaplens_untag());
     keep[4] = malloc(50);
