@@ -10,8 +10,11 @@
 #include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "../common/api_table.h"
+
+#define HL_AGENT_FILE "libheaplens.so"
 
 static _Atomic(const hl_api_table_t*) table;
 static _Atomic unsigned long long looked_at_adds = ~0ull; // dlpi_adds at the last lookup
@@ -20,6 +23,22 @@ static int first_module_adds(struct dl_phdr_info* info, size_t size, void* data)
     (void)size;
     *(unsigned long long*)data = info->dlpi_adds;
     return 1; // the count is the same on every module: the first one says it
+}
+
+// An agent loaded with RTLD_LOCAL (an attach) is not in the global scope: found by its file.
+static int agent_module(struct dl_phdr_info* info, size_t size, void* data) {
+    (void)size;
+    const char* name = info->dlpi_name;
+    const char* base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (!base || strcmp(base, HL_AGENT_FILE) != 0)
+        return 0;
+    void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h) {
+        *(void**)data = dlsym(h, HL_API_ENTRY);
+        dlclose(h); // NOLOAD took a reference: give it back (the agent is never unloaded)
+    }
+    return *(void**)data != NULL;
 }
 
 static const hl_api_table_t* find_agent(void) {
@@ -31,7 +50,10 @@ static const hl_api_table_t* find_agent(void) {
     if (adds == atomic_load_explicit(&looked_at_adds, memory_order_relaxed))
         return NULL;
     atomic_store_explicit(&looked_at_adds, adds, memory_order_relaxed);
-    hl_api_entry_fn entry = (hl_api_entry_fn)dlsym(RTLD_DEFAULT, HL_API_ENTRY);
+    void* sym = dlsym(RTLD_DEFAULT, HL_API_ENTRY);
+    if (!sym)
+        dl_iterate_phdr(agent_module, &sym);
+    hl_api_entry_fn entry = (hl_api_entry_fn)sym;
     t = entry ? entry(HEAPLENS_API_VERSION) : NULL;
     if (t)
         atomic_store_explicit(&table, t, memory_order_release);

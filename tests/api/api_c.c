@@ -331,6 +331,21 @@ static int mode_fork(void) {
     return 0;
 }
 
+// The agent loaded into the running process (as an attach does): the library finds it then.
+static int mode_attach(void) {
+    say("before is_traced", heaplens_is_traced());
+    say("before mark", heaplens_mark());
+    void* agent = dlopen(getenv("API_AGENT"), RTLD_NOW | RTLD_LOCAL);
+    printf("loaded %d\n", agent != NULL);
+    say("after is_traced", heaplens_is_traced());
+    heaplens_mark_t m = heaplens_mark();
+    say("after mark>0", m > 0 ? 0 : m);
+    keep[0] = alloc_after_mark(6666);
+    fflush(stdout);
+    say("after report_since", heaplens_report_since(m, 1, HEAPLENS_JSON));
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "all";
     if (ctor_traced >= 0)
@@ -355,6 +370,8 @@ int main(int argc, char** argv) {
         return mode_threads();
     if (!strcmp(mode, "fork"))
         return mode_fork();
+    if (!strcmp(mode, "attach"))
+        return mode_attach();
     fprintf(stderr, "api_c: unknown mode %s\n", mode);
     return 2;
 }
