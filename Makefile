@@ -15,7 +15,8 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core
+UNIT_TESTS := test_varint test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core \
+              test_epoch
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -72,6 +73,11 @@ $(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
+# The live table and its epochs, driven directly (no preloading).
+EPOCH_TEST_SRC := $(addprefix src/agent/,epoch.c live.c live_header.c live_spill.c live_regions.c os.c log.c)
+$(BUILD)/tests/test_epoch: tests/unit/test_epoch.c $(EPOCH_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_epoch.c $(EPOCH_TEST_SRC)
 # got.c alone, on the three builds of libforeign (-rdynamic: it looks up its own symbols).
 $(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so $(BUILD)/programs/libforeign_noplt.so
 	@mkdir -p $(dir $@)

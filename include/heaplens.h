@@ -35,8 +35,8 @@ int heaplens_pause(void);
 int heaplens_resume(void);
 
 /* A mark: from now on, report_since(mark) shows what is still live of what was allocated
- * after it. -1 when not traced. A mark stays valid for at least 256 later marks (and leak
- * checks); older ones fail with ESTALE. */
+ * after it. -1 when not traced. A mark stays valid for at least 16384 later marks (and leak
+ * checks) of the process; older ones fail with ESTALE. */
 typedef int64_t heaplens_mark_t;
 heaplens_mark_t heaplens_mark(void);
 /* What is still live of the blocks allocated since `mark`, by allocation stack, the most

@@ -10,9 +10,16 @@ _Atomic uint32_t hl_epoch;
 static _Atomic uint32_t floor_epoch; // marks at or before it have expired
 static _Atomic int advance_lock;     // one advance (and its rebase) at a time
 
-uint32_t epoch_advance(void) {
+void epoch_lock(void) {
     while (atomic_exchange_explicit(&advance_lock, 1, memory_order_acquire))
         sched_yield();
+}
+void epoch_unlock(void) {
+    atomic_store_explicit(&advance_lock, 0, memory_order_release);
+}
+
+uint32_t epoch_advance(void) {
+    epoch_lock();
     uint32_t now = atomic_load(&hl_epoch), next = now + 1;
     if (next % HL_EPOCH_REBASE == 0) {
         // Before the new epoch is published: blocks allocated meanwhile carry `now`, which is
@@ -22,7 +29,7 @@ uint32_t epoch_advance(void) {
         atomic_store(&floor_epoch, floor);
     }
     atomic_store_explicit(&hl_epoch, next, memory_order_release);
-    atomic_store_explicit(&advance_lock, 0, memory_order_release);
+    epoch_unlock();
     return next;
 }
 

@@ -9,6 +9,8 @@
 // so: each older live block is relabelled as allocated at the floor (the current epoch less
 // HL_EPOCH_REBASE), and marks at or before the floor expire (epoch_is_valid says so; the API
 // then returns -1 with errno ESTALE). A mark stays valid for at least HL_EPOCH_REBASE advances.
+// A reader of labels that must not see a rebase half done holds epoch_lock (a slot of the
+// direct map keeps its label in two words); never while the world is stopped.
 #ifndef HL_EPOCH_H
 #define HL_EPOCH_H
 
@@ -17,7 +19,7 @@
 
 #include "../common/compiler.h"
 
-#define HL_EPOCH_BITS 10 // the live table's free bits (live.c: d0 bits 52..61)
+#define HL_EPOCH_BITS 16 // what the live table's free bits hold (live.c: d0 52..61, d1 56..61)
 #define HL_EPOCH_MASK ((1u << HL_EPOCH_BITS) - 1)
 // Labels up to this old are the past; older ones are blocks recorded after the reader
 // looked at the current epoch (a concurrent allocation), read as the current epoch.
@@ -54,6 +56,8 @@ static inline int epoch_is_since(uint32_t e, uint32_t since) {
     return (int32_t)(e - since) >= 0;
 }
 
+void epoch_lock(void); // the advance lock: no rebase runs while it is held
+void epoch_unlock(void);
 void epoch_reset_after_fork(void);
 
 #endif

@@ -27,10 +27,11 @@
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
 
 // A slot. Its granule gives the address but for the block's offset in it:
-//   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | epoch (10, bits
-//       52-61) | state (2, bits 62-63)
-//   d1: allocation stack (32) | owner thread index (24) | free (7) | ignored (1, bit 63), or
-//       once FREED the releasing stack (32) in the place of the last three
+//   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | epoch's low 10
+//       bits (52-61) | state (2, bits 62-63)
+//   d1: allocation stack (32) | owner thread index (24) | epoch's high 6 bits (56-61) |
+//       free (1) | ignored (1, bit 63), or once FREED the releasing stack (32) in the place of
+//       all but the first
 // d0 is claimed and released by compare-and-swap; 0 is an empty slot.
 typedef struct dslot_s {
     uint64_t d0, d1;
@@ -42,8 +43,18 @@ typedef struct dslot_s {
 // earlier store of the call to reach the cache).
 #define HL_CHUNK_SLOTS 4096u
 #define D0_EPOCH_SHIFT 52
+#define D0_EPOCH_BITS 10
+#define D0_EPOCH_MASK ((1u << D0_EPOCH_BITS) - 1)
+#define D1_EPOCH_SHIFT 56
+#define D1_EPOCH_MASK ((1u << (HL_EPOCH_BITS - D0_EPOCH_BITS)) - 1)
 #define D1_IGNORED (1ull << 63)
-_Static_assert(D0_EPOCH_SHIFT + HL_EPOCH_BITS <= 62, "the epoch ends below the state");
+_Static_assert(D0_EPOCH_SHIFT + D0_EPOCH_BITS <= 62, "the epoch ends below the state");
+_Static_assert(D1_EPOCH_SHIFT + HL_EPOCH_BITS - D0_EPOCH_BITS <= 63, "and below ignored");
+
+static inline uint32_t slot_label(uint64_t d0, uint64_t d1) {
+    return ((uint32_t)(d0 >> D0_EPOCH_SHIFT) & D0_EPOCH_MASK) |
+           ((uint32_t)(d1 >> D1_EPOCH_SHIFT) & D1_EPOCH_MASK) << D0_EPOCH_BITS;
+}
 #define HL_CHUNKS (HL_REGION_SLOTS / HL_CHUNK_SLOTS)
 
 typedef struct region_s {
@@ -66,8 +77,9 @@ static inline dslot_t dpack(const hl_block_t* b) {
     dslot_t s;
     s.d0 = (uint64_t)(b->addr & 31) | ((uint64_t)b->fn & 31) << 5 | (uint64_t)b->guarded << 10 |
            (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 |
-           (uint64_t)(b->epoch & HL_EPOCH_MASK) << D0_EPOCH_SHIFT | (uint64_t)HL_BLOCK_LIVE << 62;
+           (uint64_t)(b->epoch & D0_EPOCH_MASK) << D0_EPOCH_SHIFT | (uint64_t)HL_BLOCK_LIVE << 62;
     s.d1 = (uint64_t)b->stack | (uint64_t)(b->thread & 0xffffff) << 32 |
+           (uint64_t)((b->epoch & HL_EPOCH_MASK) >> D0_EPOCH_BITS) << D1_EPOCH_SHIFT |
            (b->ignored ? D1_IGNORED : 0);
     return s;
 }
@@ -87,7 +99,7 @@ static inline void dunpack(uint64_t d0, uint64_t d1, uintptr_t addr, hl_block_t*
     if (b->state == HL_BLOCK_LIVE) {
         b->thread &= 0xffffff;
         b->ignored = (d1 & D1_IGNORED) != 0;
-        b->epoch = epoch_expand((uint32_t)(d0 >> D0_EPOCH_SHIFT) & HL_EPOCH_MASK);
+        b->epoch = epoch_expand(slot_label(d0, d1));
     }
 }
 
@@ -302,8 +314,28 @@ uint64_t live_count(void) {
 // ---------------------------------------------------------------------------------------------
 // Epochs and ignored blocks: rare calls of the API, never the hot path
 // ---------------------------------------------------------------------------------------------
-// A compare-and-swap on d0 per relabelled slot: a release of the block in between wins, and
-// the slot is left as the release made it.
+// Each word of a relabelled slot by compare-and-swap: a release of the block in between wins
+// (the expected words no longer match), and the slot is left as the release made it.
+static void direct_relabel(dslot_t* s, uint32_t now, uint32_t floor) {
+    uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_relaxed);
+    if (d0_state(d0) != HL_BLOCK_LIVE)
+        return;
+    _Atomic uint64_t* w1 = (_Atomic uint64_t*)&s->d1;
+    uint64_t d1 = atomic_load_explicit(w1, memory_order_relaxed);
+    uint32_t label = slot_label(d0, d1);
+    uint32_t to = epoch_clamp_at(now, floor, label);
+    if (to == label)
+        return;
+    uint64_t d0_new = (d0 & ~((uint64_t)D0_EPOCH_MASK << D0_EPOCH_SHIFT)) |
+                      (uint64_t)(to & D0_EPOCH_MASK) << D0_EPOCH_SHIFT;
+    if (d0_new != d0 && !atomic_compare_exchange_strong(d0_of(s), &d0, d0_new))
+        return;
+    uint64_t d1_new = (d1 & ~((uint64_t)D1_EPOCH_MASK << D1_EPOCH_SHIFT)) |
+                      (uint64_t)(to >> D0_EPOCH_BITS) << D1_EPOCH_SHIFT;
+    if (d1_new != d1)
+        atomic_compare_exchange_strong(w1, &d1, d1_new);
+}
+
 static void direct_epoch_rebase(uint32_t now, uint32_t floor) {
     uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
@@ -314,19 +346,8 @@ static void direct_epoch_rebase(uint32_t now, uint32_t floor) {
         for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++) {
             if (!(atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64))))
                 continue;
-            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++) {
-                _Atomic uint64_t* w = d0_of(&r->slots[j]);
-                uint64_t d0 = atomic_load_explicit(w, memory_order_relaxed);
-                if (d0_state(d0) != HL_BLOCK_LIVE)
-                    continue;
-                uint32_t label = (uint32_t)(d0 >> D0_EPOCH_SHIFT) & HL_EPOCH_MASK;
-                uint32_t to = epoch_clamp_at(now, floor, label);
-                if (to == label)
-                    continue;
-                uint64_t d0_new = (d0 & ~((uint64_t)HL_EPOCH_MASK << D0_EPOCH_SHIFT)) |
-                                  (uint64_t)to << D0_EPOCH_SHIFT;
-                atomic_compare_exchange_strong(w, &d0, d0_new);
-            }
+            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++)
+                direct_relabel(&r->slots[j], now, floor);
         }
     }
 }

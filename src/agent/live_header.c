@@ -32,6 +32,8 @@ typedef struct marks_s {
 
 // The record before the block. owner: thread index (24 bits) << 8 | guarded << 7 | fn.
 // size: the requested size (HL_SIZE_BITS) | epoch (HL_EPOCH_BITS) | ignored (1) | internal (1).
+// (A header block of 1 TiB or more would spill its size into the label; no allocator here
+// hands one out.)
 typedef struct header_s {
     uint64_t size;
     uint32_t stack;
@@ -178,7 +180,7 @@ void header_reset_after_fork(void) {
 
 // The header's size word is relabelled by compare-and-swap once its mark says LIVE: if the
 // block is released in between, the word is the allocator's (a free-list link), which equals
-// the expected size, label and flag only by a coincidence of 2^-50, and then is left as it was.
+// the expected size, label and flags only by a coincidence of 2^-58, and then is left as it was.
 static void rebase_one(const hl_block_t* b, void* arg) {
     const uint32_t* nf = arg;
     _Atomic uint64_t* w = (_Atomic uint64_t*)(b->addr - HL_HEADER);

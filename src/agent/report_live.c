@@ -186,9 +186,11 @@ int report_live_write(int fd, int format, uint32_t since_epoch, int top_n) {
         errno = ENOMEM;
         return -1;
     }
+    epoch_lock(); // no rebase half done under the walk
     live_lock_all();
     live_for_each(take_one, &w);
     live_unlock_all();
+    epoch_unlock();
 
     uint64_t bytes = 0, blocks = 0;
     sort_items(w.items, w.n, by_stack);

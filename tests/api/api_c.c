@@ -122,13 +122,14 @@ static int mode_since(void) {
     heaplens_mark_t m = heaplens_mark();
     keep[1] = alloc_after_mark(2222);
     keep[2] = alloc_after_mark(3333);
+    keep[4] = alloc_after_mark(100); // a small block: the direct map's two-word label
     void* gone = alloc_after_mark(4444);
     free(gone);
     fflush(stdout);
     say("report_since", heaplens_report_since(m, 1, HEAPLENS_JSON));
-    // A mark from long ago: 1000 marks later it has expired, and a block from before the
+    // A mark from long ago: 40000 marks later it has expired, and a block from before the
     // rebases is not mistaken for a recent one.
-    for (int i = 0; i < 1000; i++)
+    for (int i = 0; i < 40000; i++)
         heaplens_mark();
     heaplens_mark_t last = heaplens_mark();
     keep[3] = alloc_after_mark(5555);

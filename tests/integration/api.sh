@@ -104,8 +104,8 @@ while "{" in rest:
     rest = rest[end:]
 first, last = docs
 fns = lambda s: [f["function"] for f in s["stack"]]
-assert first["live"]["bytes"] == 2222 + 3333 and first["live"]["blocks"] == 2, first["live"]
-assert sorted(s["bytes"] for s in first["sites"]) == [2222, 3333]
+assert first["live"]["bytes"] == 100 + 2222 + 3333 and first["live"]["blocks"] == 3, first["live"]
+assert sorted(s["bytes"] for s in first["sites"]) == [100, 2222, 3333]
 assert all("alloc_after_mark" in fns(s) for s in first["sites"])
 assert last["live"]["bytes"] == 5555 and last["live"]["blocks"] == 1, last["live"]
 assert "stale -1 ESTALE" in text and "report_since_last 0" in text
