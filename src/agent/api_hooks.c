@@ -40,7 +40,7 @@ void api_alloc_paused(void* p, size_t size, int fn, int how) {
 // ---------------------------------------------------------------------------------------------
 // Watches: a small open-addressing table by address (a watch is a debugging aid: a few)
 // ---------------------------------------------------------------------------------------------
-#define HL_WATCH_MAX 1024 // power of two
+#define HL_WATCH_MAX 1024 // slots, a power of two; up to half hold watches
 typedef struct watch_s {
     uintptr_t addr; // 0: empty; 1: removed (a tombstone)
     heaplens_watch_fn cb;
@@ -81,8 +81,8 @@ int api_watch_set(uintptr_t addr, void* cb, void* arg) {
         }
     } else if (w) {
         w->cb = (heaplens_watch_fn)cb, w->arg = arg;
-    } else if (nused + 1 >= HL_WATCH_MAX * 3 / 4 && nwatches + 1 >= HL_WATCH_MAX / 2) {
-        rc = -1; // full
+    } else if (nwatches >= HL_WATCH_MAX / 2) {
+        rc = -1; // full: half the table, so that probes stay short
     } else {
         if (nused + 1 >= HL_WATCH_MAX * 3 / 4) { // tombstones only: rebuild in place
             watch_t keep[HL_WATCH_MAX];
