@@ -22,6 +22,7 @@ program api_example
     print '(a,f8.1)', 'result ', sum(grid)
     flush(6)
     rc = heaplens_report_since(mark, 1_c_int, HEAPLENS_TEXT) ! the grid, still live
+    deallocate(grid)
     if (heaplens_stats(st) == 0) print '(a,i0,a,i0)', 'live bytes ', st%live_bytes, &
         ' allocations ', st%allocations
 end program
