@@ -48,15 +48,18 @@ static const hl_api_table_t* find_agent(void) {
     unsigned long long adds = 0;
     dl_iterate_phdr(first_module_adds, &adds);
     if (adds == atomic_load_explicit(&looked_at_adds, memory_order_relaxed))
-        return NULL;
-    atomic_store_explicit(&looked_at_adds, adds, memory_order_relaxed);
+        return NULL; // looked in vain, and no module came since
     void* sym = dlsym(RTLD_DEFAULT, HL_API_ENTRY);
     if (!sym)
         dl_iterate_phdr(agent_module, &sym);
     hl_api_entry_fn entry = (hl_api_entry_fn)sym;
     t = entry ? entry(HEAPLENS_API_VERSION) : NULL;
+    // Noted only once the lookup is over: threads asking at once all look (the first calls of
+    // a program's threads), none is told "not traced" while another is still looking.
     if (t)
         atomic_store_explicit(&table, t, memory_order_release);
+    else
+        atomic_store_explicit(&looked_at_adds, adds, memory_order_relaxed);
     return t;
 }
 
