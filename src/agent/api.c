@@ -107,7 +107,15 @@ static int api_ignore(const void* ptr) {
     if (!on())
         return fail(ENOSYS);
     hl_thread_t* t = enter();
-    int rc = live_set_ignored((uintptr_t)ptr) == 0 ? 0 : fail(ENOENT);
+    hl_block_t b = {0};
+    int rc = 0;
+    if (live_lookup((uintptr_t)ptr, &b) != HL_BLOCK_LIVE || b.is_internal) {
+        rc = fail(ENOENT);
+    } else if (!b.ignored && live_set_ignored((uintptr_t)ptr) == 0) {
+        // Its release (or resize) says so again: the report leaves out what is ignored at exit.
+        atomic_fetch_or(&hl_api_hooks, HL_API_IGNORED);
+        record_note_block(t, HL_NOTE_IGNORE, &b);
+    }
     leave(t);
     return rc;
 }

@@ -11,7 +11,7 @@
 #include "live.h"
 #include "thread.h"
 
-enum { HL_API_WATCH = 1, HL_API_THRESHOLDS = 2, HL_API_PAUSED = 4 };
+enum { HL_API_WATCH = 1, HL_API_THRESHOLDS = 2, HL_API_PAUSED = 4, HL_API_IGNORED = 8 };
 extern _Atomic int hl_api_hooks; // HL_API_* in use by some thread
 
 // An allocation by a paused thread: kept as internal (its release recognised, never reported).

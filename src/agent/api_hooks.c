@@ -10,6 +10,7 @@
 
 #include "../../include/heaplens.h"
 #include "../common/compiler.h"
+#include "../common/format.h"
 #include "api.h"
 #include "errors.h"
 #include "record.h"
@@ -196,6 +197,8 @@ void api_after_alloc(hl_thread_t* t, size_t size) {
 
 void api_on_release(hl_thread_t* t, const hl_block_t* b, int event, uint32_t release_stack) {
     int hooks = atomic_load_explicit(&hl_api_hooks, memory_order_relaxed);
+    if ((hooks & HL_API_IGNORED) && b->ignored)
+        record_note_block(t, HL_NOTE_UNIGNORE, b);
     if (hooks & HL_API_THRESHOLDS) {
         spin_lock(&th_lock);
         th.level -= (int64_t)b->size;

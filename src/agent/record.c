@@ -263,5 +263,11 @@ size_t record_usable_size(void* p) {
 void record_note(hl_thread_t* t, int what, uint32_t a, uint32_t b) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return;
-    push_event(t, EV_NOTE, 0, (uint64_t)a | (uint64_t)b << 32, (uint32_t)what, 0);
+    push_event(t, EV_NOTE, what, (uint64_t)a | (uint64_t)b << 32, 0, 0);
+}
+
+void record_note_block(hl_thread_t* t, int what, const hl_block_t* b) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    push_event(t, EV_NOTE, what, b->size, b->stack, 0);
 }

@@ -18,7 +18,8 @@ enum hl_event_kind {
                   // the next event (EV_ADDR) holds the address
     EV_MUNMAP,    // size = length; the next event (EV_ADDR) holds the address
     EV_ADDR,      // size = the address of the event before
-    EV_NOTE,      // the program said something through the API: aux = HL_NOTE_*, size = a | b << 32
+    EV_NOTE,      // the program said something through the API: fn = HL_NOTE_*, size = a | b << 32,
+                  // or for HL_NOTE_(UN)IGNORE size = the block's size, aux = its stack
 };
 
 // What the writer counts of a ring's events (heaplens_stats: this thread's figures). The

@@ -356,9 +356,14 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
         break;
     case EV_NOTE:
         enc_tag(&enc, REC_NOTE);
-        enc_u(&enc, ev->aux);
-        enc_u(&enc, (uint32_t)ev->size);
-        enc_u(&enc, ev->size >> 32);
+        enc_u(&enc, ev->fn);
+        if (ev->fn == HL_NOTE_IGNORE || ev->fn == HL_NOTE_UNIGNORE) {
+            enc_u(&enc, sites_number(ev->size, ev->aux));
+            enc_u(&enc, 0);
+        } else {
+            enc_u(&enc, (uint32_t)ev->size);
+            enc_u(&enc, ev->size >> 32);
+        }
         break;
     default:
         break;

@@ -343,6 +343,9 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         break;
     case REC_NOTE:
         notes_on_record(&m->notes, r);
+        if ((r->u[0] == HL_NOTE_IGNORE || r->u[0] == HL_NOTE_UNIGNORE) && r->u[1] &&
+            r->u[1] < m->nsites)
+            m->sites[r->u[1]].ignored += r->u[0] == HL_NOTE_IGNORE ? 1 : -1;
         break;
     default:
         break;

@@ -64,6 +64,7 @@ typedef struct md_site_s {
     uint32_t verdicts[HL_LEAK_COUNT]; // the last scan's verdicts on its blocks, by kind
     int64_t live; // blocks live now; can dip below the truth while a block released by
                   // FREE_EXPLICIT waits for its ALLOC (0 at worst once loaded)
+    int64_t ignored; // of those, blocks the program asked never to be reported (heaplens_ignore)
 } md_site_t;
 
 // An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new

@@ -62,6 +62,9 @@ void notes_on_record(md_notes_t* n, const rd_record_t* r) {
     case HL_NOTE_UNTAG:
         set_tag(n, r->thread, -1);
         break;
+    case HL_NOTE_IGNORE:
+        n->ignores++;
+        break;
     default: // a later kind: nothing this analyzer knows to say
         break;
     }

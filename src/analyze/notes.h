@@ -20,7 +20,7 @@ typedef struct md_tag_thread_s {
 } md_tag_thread_t;
 
 typedef struct md_notes_s {
-    uint64_t pauses, resumes, marks;
+    uint64_t pauses, resumes, marks, ignores;
     md_tag_t* tags;
     size_t ntags, tags_cap;
     md_tag_t other; // allocations under tags past MD_TAGS_MAX

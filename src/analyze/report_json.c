@@ -67,10 +67,11 @@ void report_json_argv(FILE* out, const model_t* m) {
 // What the program said through the heaplens API, when it used it: its allocations by tag
 // (bytes allocated under each; what they still hold is not in the trace), pauses and marks.
 static void report_json_notes(FILE* out, const md_notes_t* n) {
-    if (!n->pauses && !n->marks && !n->ntags)
+    if (!n->pauses && !n->marks && !n->ntags && !n->ignores)
         return;
-    fprintf(out, "  \"api\": {\"pauses\": %llu, \"marks\": %llu, \"tags\": [",
-            (unsigned long long)n->pauses, (unsigned long long)n->marks);
+    fprintf(out, "  \"api\": {\"pauses\": %llu, \"marks\": %llu, \"ignores\": %llu, \"tags\": [",
+            (unsigned long long)n->pauses, (unsigned long long)n->marks,
+            (unsigned long long)n->ignores);
     for (size_t i = 0; i < n->ntags; i++)
         fprintf(out, "%s\n    {\"type\": %u, \"location\": %u, \"allocations\": %llu, "
                      "\"bytes_allocated\": %llu}",

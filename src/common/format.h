@@ -110,8 +110,9 @@ enum hl_record_tag {
     REC_FREE_EXPLICIT = 20,
     // what(HL_NOTE_*), a, b: the program called the heaplens API on the current thread (at the
     // current time): a pause or resume of its recording, a mark (a = the epoch), a tag for its
-    // next allocations (a = type, b = location) or its end. Only in traces of programs that
-    // use the API.
+    // next allocations (a = type, b = location) or its end, a block it wants never reported
+    // (a = its site; 0 when the writer could not name it). Only in traces of programs that use
+    // the API.
     REC_NOTE = 21,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
@@ -136,6 +137,8 @@ enum hl_note_kind {
     HL_NOTE_MARK = 3,
     HL_NOTE_TAG = 4,
     HL_NOTE_UNTAG = 5,
+    HL_NOTE_IGNORE = 6,   // a = the site of a live block the program wants never reported
+    HL_NOTE_UNIGNORE = 7, // a = the site of such a block, released or resized (a new block)
 };
 
 enum hl_info_flags {

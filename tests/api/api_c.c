@@ -253,6 +253,11 @@ static int mode_pause(void) {
     return 0;
 }
 
+// One site for both: the first block is ignored then released, the second leaks (reported).
+NOINLINE void* make99(void) {
+    return malloc(99);
+}
+
 static int mode_ignore(void) {
     keep[0] = malloc(77);
     keep[1] = malloc(555); // a header block, when guards are on
@@ -261,7 +266,15 @@ static int mode_ignore(void) {
     keep[2] = malloc(55);
     int local;
     say("ignore_not_a_block", heaplens_ignore(&local));
-    keep[0] = keep[1] = keep[2] = NULL; // all three lost; 55 bytes reported
+    static volatile int rounds = 2, first; // volatile: no copy of the loop's first round
+    for (first = 1; rounds-- > 0; first = 0) { // one call site, one stack
+        keep[4] = make99();
+        if (first) {
+            heaplens_ignore(keep[4]);
+            free(keep[4]);
+        }
+    }
+    keep[0] = keep[1] = keep[2] = keep[4] = NULL; // all lost; 55 + 99 bytes reported
     return 0;
 }
 
