@@ -171,6 +171,9 @@ expect "fork: the child's own marks, report and stats" $'child is_traced 1\nchil
 child stats 0 live_bytes>=10122 1 allocations 2\nparent is_traced 1' "$OUT"
 grep -q '"bytes": 8888, "blocks": 1, "stack"' "$WORK/fork.out" &&
     pass "fork: the child's report_since names its block" || fail "fork report" "$(head -c 300 "$WORK/fork.out")"
+OUT=$(timeout $TIMEOUT "$HL" run -q --no-follow -o "$WORK/nofollow.hl" -- "$T/api_c" fork 2>/dev/null | grep -v '^ \|^{')
+expect "fork under --no-follow: the untraced child is told so" $'child is_traced 0
+child report_since -1 ENOSYS\nchild stats -1 live_bytes>=10122 0 allocations 0\nparent is_traced 1' "$OUT"
 OUT=$(cd "$WORK" && API_AGENT=$BUILD/libheaplens.so HEAPLENS_OPTIONS=output=$WORK/attach.hl timeout $TIMEOUT "$T/api_c" attach 2>/dev/null)
 expect "attach: found once the agent is loaded into the running process" $'before is_traced 0
 before mark -1 ENOSYS\nloaded 1\nafter is_traced 1\nafter mark>0 0\nafter report_since 0' \
