@@ -124,9 +124,10 @@ static int api_watch(const void* ptr, heaplens_watch_fn cb, void* arg) {
     if (!on())
         return fail(ENOSYS);
     hl_thread_t* t = enter();
-    hl_block_t b;
+    hl_block_t b = {0};
     int rc;
-    if (cb && live_lookup((uintptr_t)ptr, &b) != HL_BLOCK_LIVE)
+    // A block made while paused is not the agent's to follow: its release is not seen.
+    if (cb && (live_lookup((uintptr_t)ptr, &b) != HL_BLOCK_LIVE || b.is_internal))
         rc = fail(ENOENT);
     else
         rc = api_watch_set((uintptr_t)ptr, (void*)cb, arg) == 0 ? 0 : fail(ENOSPC);
