@@ -21,6 +21,13 @@ extern "C" {
 
 #define HEAPLENS_API_VERSION 1
 
+/* The block's address is all these functions take: its contents need not be initialised. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define HEAPLENS_ADDRESS_ONLY(i) __attribute__((access(none, i)))
+#else
+#define HEAPLENS_ADDRESS_ONLY(i)
+#endif
+
 /* Report formats: text as heaplens's own report, or JSON shaped like `heaplens report --json`. */
 #define HEAPLENS_TEXT 0
 #define HEAPLENS_JSON 1
@@ -61,7 +68,7 @@ int heaplens_leak_check(struct heaplens_leak_counts* counts);
 int heaplens_leak_check_new(struct heaplens_leak_counts* counts);
 
 /* The live block at ptr is never reported as a leak. ENOENT when no block starts there. */
-int heaplens_ignore(const void* ptr);
+int heaplens_ignore(const void* ptr) HEAPLENS_ADDRESS_ONLY(1);
 
 /* callback(ptr, event, where, arg) runs on the releasing thread just before the block at ptr is
  * released (HEAPLENS_FREED) or resized (HEAPLENS_RESIZED), while its contents are still there;
@@ -70,7 +77,8 @@ int heaplens_ignore(const void* ptr);
 #define HEAPLENS_FREED 1
 #define HEAPLENS_RESIZED 2
 typedef void (*heaplens_watch_fn)(void* ptr, int event, const void* where, void* arg);
-int heaplens_watch(const void* ptr, heaplens_watch_fn callback, void* arg);
+int heaplens_watch(const void* ptr, heaplens_watch_fn callback, void* arg)
+    HEAPLENS_ADDRESS_ONLY(1);
 
 /* This thread's next allocations carry (type, location) in the trace, until untag; reports
  * group them by tag. */

@@ -234,6 +234,12 @@ static void emit_inherited(const hl_block_t* b, void* arg) {
     enc_u(&enc, b->size);
     enc_u(&enc, b->stack);
     enc_u(&enc, b->fn);
+    if (b->ignored) { // heaplens_ignore before the fork: this trace says it too
+        enc_tag(&enc, REC_NOTE);
+        enc_u(&enc, HL_NOTE_IGNORE);
+        enc_u(&enc, sites_number(b->size, b->stack));
+        enc_u(&enc, 0);
+    }
 }
 
 static void preamble(void) {

@@ -324,6 +324,9 @@ static int mode_threads(void) {
 
 static int mode_fork(void) {
     keep[0] = malloc(1234);
+    void* ignored = malloc(4242);
+    heaplens_ignore(ignored); // in the child's trace too
+    ignored = NULL;
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -334,8 +337,8 @@ static int mode_fork(void) {
         say("child report_since", heaplens_report_since(m, 1, HEAPLENS_JSON));
         struct heaplens_stats s;
         int rc = heaplens_stats(&s);
-        printf("child stats %d live_bytes>=10122 %d allocations %llu\n", rc,
-               rc == 0 && s.live_bytes >= 1234 + 8888, (unsigned long long)s.allocations);
+        printf("child stats %d live_bytes>=14364 %d allocations %llu\n", rc,
+               rc == 0 && s.live_bytes >= 1234 + 4242 + 8888, (unsigned long long)s.allocations);
         fflush(stdout);
         _exit(0);
     }

@@ -168,12 +168,18 @@ traced fork "$T/api_c" fork
 OUT=$(grep -v '^ \|^{' "$WORK/fork.out")
 # the child's allocations: its block and stdout's buffer (the parent had printed nothing)
 expect "fork: the child's own marks, report and stats" $'child is_traced 1\nchild report_since 0
-child stats 0 live_bytes>=10122 1 allocations 2\nparent is_traced 1' "$OUT"
+child stats 0 live_bytes>=14364 1 allocations 2\nparent is_traced 1' "$OUT"
+OUT=""
+for f in "$WORK"/fork.hl*; do
+    "$HL" report --json "$WORK/f.json" "$f" >/dev/null 2>&1
+    OUT+=$(python3 -c "import json; d=json.load(open('$WORK/f.json')); print(d['process']['fork_child'], d['api']['ignores'], sum(r['bytes'] == 4242 for r in d['leak_records']), d['leaks']['unscanned']['blocks'])")$'\n'
+done
+expect "fork: a block ignored before the fork is ignored in both traces" $'False 1 0 0\nTrue 1 0 0' "$(sort <<<"${OUT%$'\n'}")"
 grep -q '"bytes": 8888, "blocks": 1, "stack"' "$WORK/fork.out" &&
     pass "fork: the child's report_since names its block" || fail "fork report" "$(head -c 300 "$WORK/fork.out")"
 OUT=$(timeout $TIMEOUT "$HL" run -q --no-follow -o "$WORK/nofollow.hl" -- "$T/api_c" fork 2>/dev/null | grep -v '^ \|^{')
 expect "fork under --no-follow: the untraced child is told so" $'child is_traced 0
-child report_since -1 ENOSYS\nchild stats -1 live_bytes>=10122 0 allocations 0\nparent is_traced 1' "$OUT"
+child report_since -1 ENOSYS\nchild stats -1 live_bytes>=14364 0 allocations 0\nparent is_traced 1' "$OUT"
 OUT=$(cd "$WORK" && API_AGENT=$BUILD/libheaplens.so HEAPLENS_OPTIONS=output=$WORK/attach.hl timeout $TIMEOUT "$T/api_c" attach 2>/dev/null)
 expect "attach: found once the agent is loaded into the running process" $'before is_traced 0
 before mark -1 ENOSYS\nloaded 1\nafter is_traced 1\nafter mark>0 0\nafter report_since 0' \
