@@ -187,9 +187,10 @@ static void rebase_one(const hl_block_t* b, void* arg) {
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     uint32_t label = (uint32_t)(v >> H_EPOCH_SHIFT) & HL_EPOCH_MASK;
     uint32_t to = epoch_clamp_at(nf[0], nf[1], label);
+    uint64_t relabelled =
+        (v & ~((uint64_t)HL_EPOCH_MASK << H_EPOCH_SHIFT)) | (uint64_t)to << H_EPOCH_SHIFT;
     if (to != label)
-        atomic_compare_exchange_strong(
-            w, &v, (v & ~((uint64_t)HL_EPOCH_MASK << H_EPOCH_SHIFT)) | (uint64_t)to << H_EPOCH_SHIFT);
+        atomic_compare_exchange_strong(w, &v, relabelled);
 }
 
 void header_epoch_rebase(uint32_t now, uint32_t floor) {

@@ -352,7 +352,8 @@ void spill_epoch_rebase(uint32_t now, uint32_t floor) {
             slot_t* slot = &s->slots[j];
             if (slot_state(slot) == HL_BLOCK_LIVE) {
                 uint32_t label = (uint32_t)slot->w2 & HL_EPOCH_MASK;
-                slot->w2 = (slot->w2 & ~(uint64_t)HL_EPOCH_MASK) | epoch_clamp_at(now, floor, label);
+                slot->w2 = (slot->w2 & ~(uint64_t)HL_EPOCH_MASK) |
+                           epoch_clamp_at(now, floor, label);
             }
         }
         shard_unlock(s);

@@ -20,7 +20,8 @@ struct Early {
     int traced;
     heaplens_mark_t mark;
     std::vector<int>* made;
-    Early() : traced(heaplens_is_traced()), mark(heaplens_mark()), made(new std::vector<int>(100)) {}
+    Early()
+        : traced(heaplens_is_traced()), mark(heaplens_mark()), made(new std::vector<int>(100)) {}
     ~Early() {
         struct heaplens_stats s;
         int rc = heaplens_stats(&s);
