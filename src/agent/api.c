@@ -72,10 +72,10 @@ static int64_t api_mark(void) {
     if (!on())
         return fail(ENOSYS);
     hl_thread_t* t = enter();
-    uint32_t e = epoch_advance();
-    record_note(t, HL_NOTE_MARK, e, 0);
+    uint64_t e = epoch_advance64(); // never wraps: an old mark is told apart
+    record_note(t, HL_NOTE_MARK, (uint32_t)e, (uint32_t)(e >> 32));
     leave(t);
-    return e;
+    return (int64_t)e;
 }
 
 static int report_since(uint32_t since, int fd, int format) {
@@ -90,11 +90,11 @@ static int report_since(uint32_t since, int fd, int format) {
 static int api_report_since(int64_t mark, int fd, int format) {
     if (!on())
         return fail(ENOSYS);
-    if (mark <= 0 || mark > UINT32_MAX)
+    if (mark <= 0)
         return fail(EINVAL);
-    if (!epoch_is_valid((uint32_t)mark))
-        return fail(ESTALE);
-    return report_since((uint32_t)mark, fd, format);
+    if (!epoch_is_valid64((uint64_t)mark))
+        return fail(mark > (int64_t)epoch_now64() ? EINVAL : ESTALE);
+    return report_since((uint32_t)mark, fd, format); // within 2^16 of now: exact in 32 bits
 }
 
 static int api_report(int fd, int format) {
@@ -195,7 +195,7 @@ static int api_stats(struct heaplens_stats* s) {
 // ---------------------------------------------------------------------------------------------
 #pragma weak scan_now
 
-static _Atomic uint32_t last_check_epoch; // blocks of this epoch or later are new to a check
+static _Atomic uint64_t last_check_epoch; // blocks of this epoch or later are new to a check
 
 static int leak_check_since(int only_new, struct heaplens_leak_counts* counts) {
     if (!on())
@@ -207,10 +207,11 @@ static int leak_check_since(int only_new, struct heaplens_leak_counts* counts) {
         return fail(EDEADLK); // from a callback run inside a release: no scan there
     // A new epoch first: what is allocated from here on is new to the next check.
     t = enter();
-    uint32_t next = epoch_advance();
+    uint64_t next = epoch_advance64();
     leave(t);
-    uint32_t since = atomic_exchange(&last_check_epoch, next);
-    if (since && !epoch_is_valid(since))
+    uint64_t since64 = atomic_exchange(&last_check_epoch, next);
+    uint32_t since = (uint32_t)since64;
+    if (since64 && !epoch_is_valid64(since64))
         since = epoch_floor() + 1; // older than the epochs kept apart: what they still tell
     hl_scan_counts_t c = {{0}, {0}};
     if (scan_now(only_new ? since : 0, &c) != 0)

@@ -36,7 +36,12 @@ HL_INLINE uint32_t epoch_now(void) {
 uint32_t epoch_advance(void);
 uint32_t epoch_floor(void); // marks at or before it have expired
 // Is `mark` an epoch still told apart from earlier ones (after the floor, not in the future)?
+// In 32 bits, a mark 2^31 advances old reads as recent again: a mark that may be kept that
+// long is kept as its 64-bit count (epoch_now64, epoch_is_valid64), which never wraps.
 int epoch_is_valid(uint32_t mark);
+uint64_t epoch_now64(void);      // the advances so far; its low 32 bits are epoch_now()
+uint64_t epoch_advance64(void);  // epoch_advance, as its 64-bit count
+int epoch_is_valid64(uint64_t mark);
 
 // The epoch of a block whose stored label is `label`, with `now` the current epoch.
 static inline uint32_t epoch_expand_at(uint32_t now, uint32_t label) {

@@ -109,10 +109,10 @@ enum hl_record_tag {
     // (its ALLOC is not written yet: another thread's block, released in the same instant)
     REC_FREE_EXPLICIT = 20,
     // what(HL_NOTE_*), a, b: the program called the heaplens API on the current thread (at the
-    // current time): a pause or resume of its recording, a mark (a = the epoch), a tag for its
-    // next allocations (a = type, b = location) or its end, a block it wants never reported
-    // (a = its site; 0 when the writer could not name it). Only in traces of programs that use
-    // the API.
+    // current time): a pause or resume of its recording, a mark (a, b = the low and high halves
+    // of its 64-bit count), a tag for its next allocations (a = type, b = location) or its end,
+    // a block it wants never reported (a = its site; 0 when the writer could not name it). Only
+    // in traces of programs that use the API.
     REC_NOTE = 21,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):

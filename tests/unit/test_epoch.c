@@ -89,7 +89,8 @@ TEST(every_level_keeps_its_epoch) {
 
 TEST(rebase_relabels_old_blocks_only) {
     atomic_store(&hl_epoch, 0);
-    uint32_t first = epoch_advance(); // 1
+    uint64_t first64 = epoch_advance64();
+    uint32_t first = (uint32_t)first64; // 1
     insert_three(first);
     uint32_t mark = first;
     // Far past the window: without rebases the old blocks' labels would alias recent epochs.
@@ -102,6 +103,8 @@ TEST(rebase_relabels_old_blocks_only) {
     uint32_t now = epoch_now(), e = 0;
     EXPECT_EQ_U(now, 3 * HL_EPOCH_WINDOW + 78);
     EXPECT_TRUE(!epoch_is_valid(mark));
+    EXPECT_TRUE(!epoch_is_valid64(first64));
+    EXPECT_TRUE(epoch_is_valid64(epoch_now64()));
     EXPECT_TRUE(epoch_is_valid(recent));
     EXPECT_TRUE(epoch_is_valid(now));
     EXPECT_TRUE(!epoch_is_valid(now + 1));
@@ -124,11 +127,17 @@ TEST(rebase_relabels_old_blocks_only) {
 
 TEST(wraps_at_32_bits) {
     atomic_store(&hl_epoch, (uint32_t)-100);
-    uint32_t m = epoch_advance();
+    uint64_t m64 = epoch_advance64();
+    uint32_t m = (uint32_t)m64;
     insert_three(m);
     for (int i = 0; i < 300; i++)
         epoch_advance();
     uint32_t e = 0;
+    // The 64-bit count goes on across the wrap.
+    EXPECT_EQ_U(epoch_now64(), m64 + 300);
+    EXPECT_EQ_U(epoch_now64() >> 32, (m64 >> 32) + 1);
+    EXPECT_TRUE(epoch_is_valid64(m64));
+    EXPECT_TRUE(!epoch_is_valid64(epoch_now64() + 1));
     EXPECT_TRUE(epoch_now() < 1000); // wrapped
     EXPECT_TRUE(epoch_is_valid(m));
     EXPECT_TRUE(epoch_of(direct_at, &e, NULL) == 0 && e == m);
