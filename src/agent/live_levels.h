@@ -55,6 +55,8 @@ int header_set_ignored(uintptr_t addr);
 extern _Atomic int hl_spill_used; // set once the first block went there
 
 void spill_insert(const hl_block_t* b);
+void spill_epoch_rebase(uint32_t now, uint32_t floor);
+int spill_set_ignored(uintptr_t addr);
 // live_remove / live_lookup (release = 0) for the blocks held here; HL_BLOCK_EMPTY if not here
 int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack);
 void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
@@ -62,7 +64,5 @@ uint64_t spill_count(void);
 void spill_lock_all(void);
 void spill_unlock_all(void);
 void spill_reset_after_fork(void);
-void spill_epoch_rebase(uint32_t now, uint32_t floor);
-int spill_set_ignored(uintptr_t addr);
 
 #endif
