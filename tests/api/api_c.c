@@ -335,7 +335,7 @@ static int mode_fork(void) {
         keep[1] = alloc_after_mark(8888);
         fflush(stdout);
         say("child report_since", heaplens_report_since(m, 1, HEAPLENS_JSON));
-        struct heaplens_stats s;
+        struct heaplens_stats s = {0};
         int rc = heaplens_stats(&s);
         printf("child stats %d live_bytes>=14364 %d allocations %llu\n", rc,
                rc == 0 && s.live_bytes >= 1234 + 4242 + 8888, (unsigned long long)s.allocations);
@@ -348,11 +348,16 @@ static int mode_fork(void) {
     return 0;
 }
 
-// The agent loaded into the running process (as an attach does): the library finds it then.
+// The agent loaded into the running process as `heaplens attach` does (dlopen, then its start
+// entry where the agent has one): the library finds it then.
 static int mode_attach(void) {
     say("before is_traced", heaplens_is_traced());
     say("before mark", heaplens_mark());
     void* agent = dlopen(getenv("API_AGENT"), RTLD_NOW | RTLD_LOCAL);
+    int (*start)(const char*) = agent ? (int (*)(const char*))dlsym(agent, "heaplens_attach_start")
+                                      : NULL;
+    if (start)
+        start(getenv("HEAPLENS_OPTIONS"));
     printf("loaded %d\n", agent != NULL);
     say("after is_traced", heaplens_is_traced());
     heaplens_mark_t m = heaplens_mark();
