@@ -113,7 +113,7 @@ enum hl_record_tag {
     // of its 64-bit count), a tag for its next allocations (a = type, b = location) or its end,
     // a block it wants never reported (a = its site; 0 when the writer could not name it). Only
     // in traces of programs that use the API.
-    REC_NOTE = 21,
+    REC_NOTE = 22,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
