@@ -15,16 +15,18 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core
+UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core \
+              test_epoch
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
-.PHONY: all demo check unit integration html-test acceptance bench deps help clean install uninstall \
+.PHONY: api-test all demo check unit integration html-test acceptance bench deps help clean install uninstall \
         fuzz asan-build check-asan deps-san
-all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck ## build the agent and the CLI
+API_LIBS := $(BUILD)/libheaplens-api.so $(BUILD)/libheaplens-api.a
+all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck $(API_LIBS) ## build the agent, the CLI and the API library
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,6 +34,10 @@ help: ## list the targets
 $(BUILD)/obj/agent/%.o: src/agent/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/api/%.o: src/api/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -fPIC -c $< -o $@
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -50,6 +56,12 @@ $(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
 
+# include/heaplens.h's library: forwards to the agent when it is there, "not traced" otherwise.
+$(BUILD)/libheaplens-api.so: $(BUILD)/obj/api/heaplens_api.o
+	$(CC) -shared -Wl,-soname,libheaplens-api.so -o $@ $^ -ldl
+$(BUILD)/libheaplens-api.a: $(BUILD)/obj/api/heaplens_api.o
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -lm
 
@@ -61,6 +73,11 @@ $(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
 $(BUILD)/tests/test_classify: tests/unit/test_classify.c src/agent/classify.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_classify.c src/agent/classify.c
+# The live table and its epochs, driven directly (no preloading).
+EPOCH_TEST_SRC := $(addprefix src/agent/,epoch.c live.c live_header.c live_spill.c live_regions.c os.c log.c)
+$(BUILD)/tests/test_epoch: tests/unit/test_epoch.c $(EPOCH_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_epoch.c $(EPOCH_TEST_SRC)
 # got.c alone, on the three builds of libforeign (-rdynamic: it looks up its own symbols).
 $(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so $(BUILD)/programs/libforeign_noplt.so
 	@mkdir -p $(dir $@)
@@ -130,6 +147,22 @@ $(BUILD)/programs/foreign_static_pie: tests/programs/foreign_static_pie.c tests/
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -static-pie -o $@ $<
 
+# The in-program API's test programs, linked with the API library of this build.
+API_TEST_PROGS := $(BUILD)/tests/api/api_c $(BUILD)/tests/api/api_cxx $(BUILD)/tests/api/api_f
+API_LINK := -L$(BUILD) -lheaplens-api -Wl,-rpath,$(abspath $(BUILD))
+$(BUILD)/tests/api/api_c: tests/api/api_c.c include/heaplens.h $(API_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -Wall -fno-omit-frame-pointer -rdynamic -Iinclude -o $@ $< $(API_LINK) -pthread -ldl
+$(BUILD)/tests/api/api_cxx: tests/api/api_cxx.cc include/heaplens.h $(API_LIBS)
+	@mkdir -p $(dir $@)
+	g++ -O1 -g -Wall -Wextra -Iinclude -o $@ $< $(API_LINK)
+$(BUILD)/tests/api/api_f: tests/api/api_f.f90 include/heaplens.f90 $(API_LIBS)
+	@mkdir -p $(dir $@)/mod
+	gfortran -O1 -g -J$(dir $@)/mod -o $@ include/heaplens.f90 $< $(API_LINK)
+
+api-test: all $(API_TEST_PROGS) ## the in-program API from C, C++ and Fortran, with and without heaplens
+	@tests/integration/api.sh $(BUILD)
+
 # --- the analyzer under sanitizers: a fuzzer of traces, and the tests under ASan+UBSan ---------
 # clang's libFuzzer (libclang-rt-14-dev). The analyzer and the CLI are built again with coverage
 # and sanitizers; the CLI's main() becomes heaplens_main() so the target can run its commands.
@@ -178,7 +211,7 @@ integration: all $(PROGRAMS) ## integration tests under the agent
 html-test: all $(PROGRAMS) ## the HTML report and diff in headless Chromium (SKIP without it)
 	@tests/integration/html.sh $(BUILD)
 
-check: deps deps-san all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) asan-build $(FUZZ_BIN) ## every test; ends "N passed, N failed"
+check: deps deps-san all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) $(API_TEST_PROGS) asan-build $(FUZZ_BIN) ## every test; ends "N passed, N failed"
 	@tests/check.sh $(BUILD) $(UNIT_TESTS)
 
 demo: ## install what is missing, build, run heaplens on a leaking example
@@ -203,10 +236,15 @@ AGENTDIR := $(DESTDIR)$(PREFIX)/lib/heaplens
 MAN1DIR  := $(DESTDIR)$(PREFIX)/share/man/man1
 COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 PCDIR    := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+LIBDIR   := $(DESTDIR)$(PREFIX)/lib
+INCDIR   := $(DESTDIR)$(PREFIX)/include
 VERSION  := $(shell sed -n 's/^\#define HEAPLENS_VERSION "\(.*\)"/\1/p' src/cli/cli.h)
 
-install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, man page, completion, heaplens.pc
-	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR) $(PCDIR)
+install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agent, API, man page, completion, heaplens.pc
+	install -d $(BINDIR) $(AGENTDIR) $(MAN1DIR) $(COMPDIR) $(PCDIR) $(LIBDIR) $(INCDIR)
+	install -m 0644 include/heaplens.h include/heaplens.f90 $(INCDIR)/
+	install -m 0755 $(BUILD)/libheaplens-api.so $(LIBDIR)/libheaplens-api.so
+	install -m 0644 $(BUILD)/libheaplens-api.a $(LIBDIR)/libheaplens-api.a
 	install -m 0755 $(BUILD)/heaplens $(BINDIR)/heaplens
 	ln -sf heaplens $(BINDIR)/heaplens-memcheck
 	install -m 0755 $(BUILD)/libheaplens.so $(AGENTDIR)/libheaplens.so
@@ -220,7 +258,9 @@ install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agen
 uninstall: ## remove what make install put in $(DESTDIR)$(PREFIX)
 	rm -f $(BINDIR)/heaplens $(BINDIR)/heaplens-memcheck $(AGENTDIR)/libheaplens.so \
 	      $(MAN1DIR)/heaplens.1 $(MAN1DIR)/heaplens-memcheck.1 \
-	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck $(PCDIR)/heaplens.pc
+	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck $(PCDIR)/heaplens.pc \
+	      $(INCDIR)/heaplens.h $(INCDIR)/heaplens.f90 $(LIBDIR)/libheaplens-api.so \
+	      $(LIBDIR)/libheaplens-api.a
 	-rmdir $(AGENTDIR) 2>/dev/null
 
 clean:

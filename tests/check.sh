@@ -74,6 +74,10 @@ echo "== checking (--redzone, --paint, --hoard, --guard-pages: underruns, overru
 out=$("$ROOT/tests/integration/checking.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" checking
 
+echo "== api (the in-program API from C, C++ and Fortran, with and without heaplens; installed)"
+out=$("$ROOT/tests/integration/api.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" api
+
 echo "== asan (the analyzer's tests and every report format under ASan+UBSan, damaged traces)"
 out=$("$ROOT/tests/integration/asan.sh" "$BUILD" "$BUILD/asan" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" asan

@@ -20,6 +20,7 @@ struct ucontext_t;
 //      pass, and by a program thread for a direct write (error, dlopen/dlclose, fork, exec,
 //      exit); the exit sequence and trace_begin_again stop the world while holding it.
 //   2. thread_lock (thread.c): the registry of threads and rings.
+//   2b. epoch_lock (epoch.c): held by a mark's rebase and by readers of block epochs.
 //   3. live_lock_all (live_spill.c's shards and odd-block lock; the direct map has no lock).
 //   4. stacks_lock (stacks.c): a node being made.
 //   Leaves, under any of the above, taking nothing: the region directory's (live_regions.c),

@@ -17,10 +17,12 @@
 #include "agent.h"
 #include "gpage.h"
 #include "hoard.h"
+#include "api.h"
 #include "chunk.h"
 #include "attach.h"
 #include "control.h"
 #include "encode.h"
+#include "epoch.h"
 #include "errors.h"
 #include "live.h"
 #include "log.h"
@@ -94,6 +96,8 @@ void agent_fork_child(void) {
     live_reset_after_fork();
     hoard_reset_after_fork();
     gpage_reset_after_fork();
+    epoch_reset_after_fork();
+    api_after_fork_child();
     uint32_t parent_threads = thread_count();
     thread_reset_after_fork();
     writer_reset_after_fork(parent_threads);

@@ -19,6 +19,7 @@
 #include <sys/single_threaded.h>
 
 #include "../common/compiler.h"
+#include "epoch.h"
 #include "live_levels.h"
 #include "os.h"
 
@@ -26,8 +27,11 @@
 #define HL_REGION_SLOTS (1u << (HL_REGION_SHIFT - HL_GRANULE_SHIFT))
 
 // A slot. Its granule gives the address but for the block's offset in it:
-//   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | state (2, bits 62-63)
-//   d1: allocation stack (32) | owner thread index (24), or once FREED the releasing stack (32)
+//   d0: offset (5 bits) | fn (5) | guarded (1) | internal (1) | size (40) | epoch's low 10
+//       bits (52-61) | state (2, bits 62-63)
+//   d1: allocation stack (32) | owner thread index (24) | epoch's high 6 bits (56-61) |
+//       free (1) | ignored (1, bit 63), or once FREED the releasing stack (32) in the place of
+//       all but the first
 // d0 is claimed and released by compare-and-swap; 0 is an empty slot.
 typedef struct dslot_s {
     uint64_t d0, d1;
@@ -38,6 +42,19 @@ typedef struct dslot_s {
 // single-threaded plain loads and stores do (no locked instruction, which would wait for every
 // earlier store of the call to reach the cache).
 #define HL_CHUNK_SLOTS 4096u
+#define D0_EPOCH_SHIFT 52
+#define D0_EPOCH_BITS 10
+#define D0_EPOCH_MASK ((1u << D0_EPOCH_BITS) - 1)
+#define D1_EPOCH_SHIFT 56
+#define D1_EPOCH_MASK ((1u << (HL_EPOCH_BITS - D0_EPOCH_BITS)) - 1)
+#define D1_IGNORED (1ull << 63)
+_Static_assert(D0_EPOCH_SHIFT + D0_EPOCH_BITS <= 62, "the epoch ends below the state");
+_Static_assert(D1_EPOCH_SHIFT + HL_EPOCH_BITS - D0_EPOCH_BITS <= 63, "and below ignored");
+
+static inline uint32_t slot_label(uint64_t d0, uint64_t d1) {
+    return ((uint32_t)(d0 >> D0_EPOCH_SHIFT) & D0_EPOCH_MASK) |
+           ((uint32_t)(d1 >> D1_EPOCH_SHIFT) & D1_EPOCH_MASK) << D0_EPOCH_BITS;
+}
 #define HL_CHUNKS (HL_REGION_SLOTS / HL_CHUNK_SLOTS)
 
 typedef struct region_s {
@@ -59,8 +76,11 @@ static inline int d0_holds(uint64_t d0, uintptr_t addr) {
 static inline dslot_t dpack(const hl_block_t* b) {
     dslot_t s;
     s.d0 = (uint64_t)(b->addr & 31) | ((uint64_t)b->fn & 31) << 5 | (uint64_t)b->guarded << 10 |
-           (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 | (uint64_t)HL_BLOCK_LIVE << 62;
-    s.d1 = (uint64_t)b->stack | (uint64_t)(b->thread & 0xffffff) << 32;
+           (uint64_t)b->is_internal << 11 | (uint64_t)b->size << 12 |
+           (uint64_t)(b->epoch & D0_EPOCH_MASK) << D0_EPOCH_SHIFT | (uint64_t)HL_BLOCK_LIVE << 62;
+    s.d1 = (uint64_t)b->stack | (uint64_t)(b->thread & 0xffffff) << 32 |
+           (uint64_t)((b->epoch & HL_EPOCH_MASK) >> D0_EPOCH_BITS) << D1_EPOCH_SHIFT |
+           (b->ignored ? D1_IGNORED : 0);
     return s;
 }
 
@@ -76,6 +96,11 @@ static inline void dunpack(uint64_t d0, uint64_t d1, uintptr_t addr, hl_block_t*
     b->state = (uint64_t)d0_state(d0);
     b->stack = (uint32_t)d1;
     b->thread = (uint32_t)(d1 >> 32);
+    if (b->state == HL_BLOCK_LIVE) {
+        b->thread &= 0xffffff;
+        b->ignored = (d1 & D1_IGNORED) != 0;
+        b->epoch = epoch_expand(slot_label(d0, d1));
+    }
 }
 
 static region_dir_t regions; // pages of a region appear as they are used
@@ -301,4 +326,71 @@ uint64_t live_count(void) {
     if (regions.at)
         direct_for_each(count_one, &n);
     return n + (atomic_load(&hl_spill_used) ? spill_count() : 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epochs and ignored blocks: rare calls of the API, never the hot path
+// ---------------------------------------------------------------------------------------------
+// Each word of a relabelled slot by compare-and-swap: a release of the block in between wins
+// (the expected words no longer match), and the slot is left as the release made it.
+static void direct_relabel(dslot_t* s, uint32_t now, uint32_t floor) {
+    uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_relaxed);
+    if (d0_state(d0) != HL_BLOCK_LIVE)
+        return;
+    _Atomic uint64_t* w1 = (_Atomic uint64_t*)&s->d1;
+    uint64_t d1 = atomic_load_explicit(w1, memory_order_relaxed);
+    uint32_t label = slot_label(d0, d1);
+    uint32_t to = epoch_clamp_at(now, floor, label);
+    if (to == label)
+        return;
+    uint64_t d0_new = (d0 & ~((uint64_t)D0_EPOCH_MASK << D0_EPOCH_SHIFT)) |
+                      (uint64_t)(to & D0_EPOCH_MASK) << D0_EPOCH_SHIFT;
+    if (d0_new != d0 && !atomic_compare_exchange_strong(d0_of(s), &d0, d0_new))
+        return;
+    uint64_t d1_new = (d1 & ~((uint64_t)D1_EPOCH_MASK << D1_EPOCH_SHIFT)) |
+                      (uint64_t)(to >> D0_EPOCH_BITS) << D1_EPOCH_SHIFT;
+    if (d1_new != d1)
+        atomic_compare_exchange_strong(w1, &d1, d1_new);
+}
+
+static void direct_epoch_rebase(uint32_t now, uint32_t floor) {
+    uint32_t n = atomic_load(&regions.nmade);
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t base;
+        region_t* r = region_dir_nth(&regions, i, &base);
+        if (!r)
+            continue;
+        for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++) {
+            if (!(atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64))))
+                continue;
+            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++)
+                direct_relabel(&r->slots[j], now, floor);
+        }
+    }
+}
+
+void live_epoch_rebase(uint32_t now, uint32_t floor) {
+    if (atomic_load(&hl_headers_used))
+        header_epoch_rebase(now, floor);
+    if (regions.at)
+        direct_epoch_rebase(now, floor);
+    if (atomic_load(&hl_spill_used))
+        spill_epoch_rebase(now, floor);
+}
+
+int live_set_ignored(uintptr_t addr) {
+    if (atomic_load(&hl_headers_used) && header_set_ignored(addr) == 0)
+        return 0;
+    dslot_t* s = regions.at && !(addr >> HL_ADDR_BITS) ? slot_of(addr) : NULL;
+    if (s) {
+        uint64_t d0 = atomic_load(d0_of(s));
+        if (d0_holds(d0, addr) && d0_state(d0) == HL_BLOCK_LIVE) {
+            atomic_fetch_or((_Atomic uint64_t*)&s->d1, D1_IGNORED);
+            // Released meanwhile: the bit is the releasing stack's, not ours.
+            if (atomic_load(d0_of(s)) != d0)
+                atomic_fetch_and((_Atomic uint64_t*)&s->d1, ~D1_IGNORED);
+            return 0;
+        }
+    }
+    return atomic_load(&hl_spill_used) ? spill_set_ignored(addr) : -1;
 }

@@ -15,8 +15,10 @@ typedef struct hl_block_s {
     uint8_t guarded;     // guard bytes follow the block
     uint8_t is_internal; // made by the agent's own libraries: tracked, never reported
     uint8_t headed;      // its record is in the HL_HEADER bytes before it (live_header.c)
+    uint8_t ignored;     // heaplens_ignore: never reported as a leak (live_set_ignored)
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
+    uint32_t epoch;  // the epoch it was allocated in (epoch.h; stored modulo HL_EPOCH_BITS)
 } hl_block_t;
 
 enum hl_block_state {
@@ -45,6 +47,10 @@ void live_unlock_all(void);
 // Calls fn for every live block; the caller holds live_lock_all() or the world is stopped.
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
 uint64_t live_count(void);
+// Relabels every live block allocated before `floor` as allocated at it (epoch.c's rebase).
+void live_epoch_rebase(uint32_t now, uint32_t floor);
+// Marks the live block at addr ignored (heaplens_ignore): 0, or -1 when none is live there.
+int live_set_ignored(uintptr_t addr);
 void live_reset_after_fork(void);
 void live_clear(void); // a new session: every block forgotten
 

@@ -16,6 +16,7 @@
 #include <sys/single_threaded.h>
 
 #include "../common/compiler.h"
+#include "epoch.h"
 #include "live_levels.h"
 #include "os.h"
 
@@ -30,6 +31,9 @@ typedef struct marks_s {
 } marks_t;
 
 // The record before the block. owner: thread index (24 bits) << 8 | guarded << 7 | fn.
+// size: the requested size (HL_SIZE_BITS) | epoch (HL_EPOCH_BITS) | ignored (1) | internal (1).
+// (A header block of 1 TiB or more would spill its size into the label; no allocator here
+// hands one out.)
 typedef struct header_s {
     uint64_t size;
     uint32_t stack;
@@ -37,6 +41,10 @@ typedef struct header_s {
 } header_t;
 
 _Static_assert(sizeof(header_t) == HL_HEADER, "the header is what hooks.c makes room for");
+#define H_EPOCH_SHIFT HL_SIZE_BITS
+#define H_IGNORED (1ull << (HL_SIZE_BITS + HL_EPOCH_BITS))
+#define H_INTERNAL (1ull << (HL_SIZE_BITS + HL_EPOCH_BITS + 1)) // recorded while paused
+#define H_SIZE_MASK ((1ull << HL_SIZE_BITS) - 1)
 
 _Atomic int hl_headers_used;
 static region_dir_t regions; // of marks, for 16 MiB of heap each
@@ -84,7 +92,9 @@ static inline void set_mark(uintptr_t a, unsigned mark) {
 
 void header_insert(const hl_block_t* b) {
     header_t* h = (header_t*)(b->addr - HL_HEADER);
-    h->size = b->size;
+    // A block of 1 TiB or more is never given a header (hooks.c): the size fits its bits.
+    h->size = b->size | (uint64_t)(b->epoch & HL_EPOCH_MASK) << H_EPOCH_SHIFT |
+              (b->ignored ? H_IGNORED : 0) | (b->is_internal ? H_INTERNAL : 0);
     h->stack = b->stack;
     h->owner = (b->thread & 0xffffff) << 8 | (uint32_t)(b->guarded != 0) << 7 | (b->fn & 127);
     if (hl_unlikely(!atomic_load_explicit(&hl_headers_used, memory_order_relaxed)))
@@ -95,7 +105,10 @@ void header_insert(const hl_block_t* b) {
 static inline void unpack(uintptr_t addr, const header_t* h, hl_block_t* b) {
     memset(b, 0, sizeof *b);
     b->addr = addr;
-    b->size = h->size;
+    b->size = h->size & H_SIZE_MASK;
+    b->epoch = epoch_expand((uint32_t)(h->size >> H_EPOCH_SHIFT) & HL_EPOCH_MASK);
+    b->ignored = (h->size & H_IGNORED) != 0;
+    b->is_internal = (h->size & H_INTERNAL) != 0;
     b->stack = h->stack;
     b->fn = (uint8_t)(h->owner & 127);
     b->guarded = (h->owner >> 7) & 1;
@@ -163,4 +176,33 @@ void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
 
 void header_reset_after_fork(void) {
     region_dir_reset_after_fork(&regions);
+}
+
+// The header's size word is relabelled by compare-and-swap once its mark says LIVE: if the
+// block is released in between, the word is the allocator's (a free-list link), which equals
+// the expected size, label and flags only by a coincidence of 2^-58, and then is left as it was.
+static void rebase_one(const hl_block_t* b, void* arg) {
+    const uint32_t* nf = arg;
+    _Atomic uint64_t* w = (_Atomic uint64_t*)(b->addr - HL_HEADER);
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    uint32_t label = (uint32_t)(v >> H_EPOCH_SHIFT) & HL_EPOCH_MASK;
+    uint32_t to = epoch_clamp_at(nf[0], nf[1], label);
+    uint64_t relabelled =
+        (v & ~((uint64_t)HL_EPOCH_MASK << H_EPOCH_SHIFT)) | (uint64_t)to << H_EPOCH_SHIFT;
+    if (to != label)
+        atomic_compare_exchange_strong(w, &v, relabelled);
+}
+
+void header_epoch_rebase(uint32_t now, uint32_t floor) {
+    uint32_t nf[2] = {now, floor};
+    header_for_each(rebase_one, nf);
+}
+
+// The program must not release the block while it asks for this (as for any use of it).
+int header_set_ignored(uintptr_t addr) {
+    hl_block_t b;
+    if (header_take(addr, &b, 0) != HL_BLOCK_LIVE)
+        return -1;
+    atomic_fetch_or((_Atomic uint64_t*)(addr - HL_HEADER), H_IGNORED);
+    return 0;
 }

@@ -49,10 +49,14 @@ void header_insert(const hl_block_t* b); // b->addr has room (live_header_room)
 int header_take(uintptr_t addr, hl_block_t* out, int release);
 void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);
 void header_reset_after_fork(void);
+void header_epoch_rebase(uint32_t now, uint32_t floor);
+int header_set_ignored(uintptr_t addr);
 
 extern _Atomic int hl_spill_used; // set once the first block went there
 
 void spill_insert(const hl_block_t* b);
+void spill_epoch_rebase(uint32_t now, uint32_t floor);
+int spill_set_ignored(uintptr_t addr);
 // live_remove / live_lookup (release = 0) for the blocks held here; HL_BLOCK_EMPTY if not here
 int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack);
 void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg);

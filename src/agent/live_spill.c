@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/compiler.h"
+#include "epoch.h"
 #include "live_levels.h"
 #include "log.h"
 #include "os.h"
@@ -16,7 +17,8 @@
 // A slot, packed into 24 bytes:
 //   w0: address (47 bits) | fn (5) | state (2) | guarded (1) | internal (1)
 //   w1: requested size (40 bits) | owner thread index (24)
-//   w2: 0, or once FREED the stack that released the block (32) | allocation stack (32)
+//   w2: epoch (HL_EPOCH_BITS) | ignored (1, bit 31), or once FREED the stack that released
+//       the block (32) | allocation stack (32)
 typedef struct slot_s {
     uint64_t w0, w1, w2;
 } slot_t;
@@ -31,12 +33,13 @@ static inline void slot_set_state(slot_t* s, int state) {
     s->w0 = (s->w0 & ~(3ull << 52)) | ((uint64_t)state << 52);
 }
 
+#define W2_IGNORED (1ull << 31)
 static inline slot_t pack(const hl_block_t* b, int state) {
     slot_t s;
     s.w0 = (uint64_t)b->addr | ((uint64_t)b->fn & 31) << 47 | (uint64_t)(state & 3) << 52 |
            (uint64_t)b->guarded << 54 | (uint64_t)b->is_internal << 55;
     s.w1 = (uint64_t)b->size | (uint64_t)(b->thread & 0xffffff) << HL_SIZE_BITS;
-    s.w2 = (uint64_t)b->stack << 32;
+    s.w2 = (uint64_t)b->stack << 32 | (b->epoch & HL_EPOCH_MASK) | (b->ignored ? W2_IGNORED : 0);
     return s;
 }
 
@@ -51,6 +54,10 @@ static inline void unpack(const slot_t* s, hl_block_t* b) {
     b->size = s->w1 & ((1ull << HL_SIZE_BITS) - 1);
     b->stack = (uint32_t)(s->w2 >> 32);
     b->thread = b->state == HL_BLOCK_FREED ? (uint32_t)s->w2 : (uint32_t)(s->w1 >> HL_SIZE_BITS);
+    if (b->state == HL_BLOCK_LIVE) {
+        b->epoch = epoch_expand((uint32_t)s->w2 & HL_EPOCH_MASK);
+        b->ignored = (s->w2 & W2_IGNORED) != 0;
+    }
 }
 
 #define HL_SHARDS 256
@@ -188,6 +195,7 @@ static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_
             continue;
         state = (int)odd[i].state;
         *out = odd[i];
+        out->epoch = epoch_expand(out->epoch & HL_EPOCH_MASK);
         if (remove && state == HL_BLOCK_LIVE) {
             odd[i].state = HL_BLOCK_FREED;
             odd[i].thread = release_stack;
@@ -329,8 +337,11 @@ void spill_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     }
     int n = atomic_load(&odd_count);
     for (int i = 0; i < n; i++)
-        if (odd[i].state == HL_BLOCK_LIVE)
-            fn(&odd[i], arg);
+        if (odd[i].state == HL_BLOCK_LIVE) {
+            b = odd[i];
+            b.epoch = epoch_expand(b.epoch & HL_EPOCH_MASK);
+            fn(&b, arg);
+        }
 }
 
 uint64_t spill_count(void) {
@@ -341,4 +352,51 @@ uint64_t spill_count(void) {
     for (int i = 0; i < k; i++)
         n += odd[i].state == HL_BLOCK_LIVE;
     return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Epochs and ignored blocks (under the shards' locks)
+// ---------------------------------------------------------------------------------------------
+void spill_epoch_rebase(uint32_t now, uint32_t floor) {
+    for (int i = 0; i < HL_SHARDS; i++) {
+        shard_t* s = &shards[i];
+        shard_lock(s);
+        for (uint32_t j = 0; s->slots && j <= s->mask; j++) {
+            slot_t* slot = &s->slots[j];
+            if (slot_state(slot) == HL_BLOCK_LIVE) {
+                uint32_t label = (uint32_t)slot->w2 & HL_EPOCH_MASK;
+                slot->w2 = (slot->w2 & ~(uint64_t)HL_EPOCH_MASK) |
+                           epoch_clamp_at(now, floor, label);
+            }
+        }
+        shard_unlock(s);
+    }
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++)
+        if (odd[i].state == HL_BLOCK_LIVE)
+            odd[i].epoch = epoch_clamp_at(now, floor, odd[i].epoch & HL_EPOCH_MASK);
+    spin_unlock(&odd_lock);
+}
+
+int spill_set_ignored(uintptr_t addr) {
+    int found = -1;
+    spin_lock(&odd_lock);
+    int n = atomic_load(&odd_count);
+    for (int i = 0; i < n; i++)
+        if (odd[i].addr == addr && odd[i].state == HL_BLOCK_LIVE)
+            odd[i].ignored = 1, found = 0;
+    spin_unlock(&odd_lock);
+    if (found == 0 || (addr >> HL_ADDR_BITS))
+        return found;
+    uint64_t h = addr_hash(addr);
+    shard_t* s = shard_of(h);
+    shard_lock(s);
+    slot_t* slot = find(s, h, addr);
+    if (slot && slot_state(slot) == HL_BLOCK_LIVE) {
+        slot->w2 |= W2_IGNORED;
+        found = 0;
+    }
+    shard_unlock(s);
+    return found;
 }

@@ -10,8 +10,11 @@
 #include "../common/compiler.h"
 #include "../common/format.h"
 #include "../common/clock.h"
+#include "../../include/heaplens.h"
 #include "agent.h"
+#include "api.h"
 #include "check.h"
+#include "epoch.h"
 #include "gpage.h"
 #include "errors.h"
 #include "live.h"
@@ -60,6 +63,11 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
                                       .headed = 1});
         return;
     }
+    int api = atomic_load_explicit(&hl_api_hooks, memory_order_relaxed);
+    if (hl_unlikely(api & HL_API_PAUSED) && t->paused) {
+        api_alloc_paused(p, size, fn, how);
+        return;
+    }
     if (!(how & HL_AS_HEADED))
         live_prefetch((uintptr_t)p);
     t->in_flight = (uintptr_t)p;
@@ -72,6 +80,7 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
         .headed = (how & HL_AS_HEADED) != 0,
         .stack = stack,
         .thread = t->index,
+        .epoch = epoch_now(),
     };
     // The table's compare-and-swap first: a locked instruction waits for every store before
     // it, and the guard's line at the block's end may still be on its way to the cache.
@@ -83,6 +92,8 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
     if (hl_unlikely(t->park_pending))
         scan_park_self();
     t->in_flight = 0;
+    if (hl_unlikely(api & HL_API_THRESHOLDS))
+        api_after_alloc(t, size);
 }
 
 // An allocation made while the agent itself was running (its own libraries' nested calls):
@@ -164,6 +175,8 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
         push_free(t, &b, fn);
         if (b.headed)
             note_released(t, &b, here);
+        if (hl_unlikely(atomic_load_explicit(&hl_api_hooks, memory_order_relaxed)))
+            api_on_release(t, &b, HEAPLENS_FREED, here);
         if (hl_unlikely(t->park_pending))
             scan_park_self();
         if (hl_unlikely(hl_opt.checking) && (b.guarded || gpage_owns(b.addr)))
@@ -201,6 +214,9 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
             error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
         if (old->headed)
             note_released(t, old, here);
+        if (hl_unlikely(atomic_load_explicit(&hl_api_hooks, memory_order_relaxed)) &&
+            !old->is_internal)
+            api_on_release(t, old, HEAPLENS_RESIZED, here);
         return 0;
     }
     if (!agent_is_from_start())
@@ -249,4 +265,16 @@ size_t record_usable_size(void* p) {
     if (live_lookup((uintptr_t)p, &b) == HL_BLOCK_LIVE && (b.guarded || gpage_owns(b.addr)))
         return b.size;
     return (size_t)-1;
+}
+
+void record_note(hl_thread_t* t, int what, uint32_t a, uint32_t b) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    push_event(t, EV_NOTE, what, (uint64_t)a | (uint64_t)b << 32, 0, 0);
+}
+
+void record_note_block(hl_thread_t* t, int what, const hl_block_t* b) {
+    if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+        return;
+    push_event(t, EV_NOTE, what, b->size, b->stack, 0);
 }

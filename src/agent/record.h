@@ -23,7 +23,9 @@ void* record_free(hl_thread_t* t, void* p, int fn);
 void* record_free_untraced(void* p);
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags);
 void record_munmap(hl_thread_t* t, void* p, size_t len);
-size_t record_usable_size(void* p); // requested size of a guarded block, else (size_t)-1
+size_t record_usable_size(void* p);
+void record_note(hl_thread_t* t, int what, uint32_t a, uint32_t b); // REC_NOTE, in order
+void record_note_block(hl_thread_t* t, int what, const hl_block_t* b); // naming b's site // requested size of a guarded block, else (size_t)-1
 void record_internal_alloc(void* p, size_t size);
 void record_internal_free(void* p);
 // realloc: 0 = old block removed into *old; 1 = unknown block, pass through; 2 = heap error,

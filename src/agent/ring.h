@@ -18,7 +18,15 @@ enum hl_event_kind {
                   // the next event (EV_ADDR) holds the address
     EV_MUNMAP,    // size = length; the next event (EV_ADDR) holds the address
     EV_ADDR,      // size = the address of the event before
+    EV_NOTE,      // the program said something through the API: fn = HL_NOTE_*, size = a | b << 32,
+                  // or for HL_NOTE_(UN)IGNORE size = the block's size, aux = its stack
 };
+
+// What the writer counts of a ring's events (heaplens_stats: this thread's figures). The
+// writer's, zeroed by the thread that takes the ring over once it is fully drained.
+typedef struct hl_ring_stats_s {
+    uint64_t allocs, frees, alloc_bytes, free_bytes;
+} hl_ring_stats_t;
 
 // 24 bytes: the heap events, nearly all of them, need no address (the trace names sites).
 typedef struct hl_event_s {
@@ -52,6 +60,7 @@ typedef struct hl_ring_s {
     uint64_t known_ticks;   // writer's: the latest time known for this ring's events
     uint32_t alloc_trace;   // writer's: the trace its latest ALLOC went to (a FREE_TEMP's site)
     uint32_t released_next; // owner's: count of released[] entries written
+    hl_ring_stats_t st;     // writer's (see hl_ring_stats_t)
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;

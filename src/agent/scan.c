@@ -385,7 +385,7 @@ static void collect_one(const hl_block_t* blk, void* arg) {
     b->raw_sizes[i] = blk->size;
     b->raw_stacks[i] = blk->stack;
     b->raw_fns[i] = (uint8_t)blk->fn;
-    b->raw_internal[i] = (uint8_t)blk->is_internal;
+    b->raw_internal[i] = (uint8_t)(blk->is_internal | blk->ignored); // heaplens_ignore: no verdict
 }
 
 // LSD radix sort of (address, raw index) by address; digits that are zero in every address

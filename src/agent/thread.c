@@ -300,6 +300,7 @@ static hl_ring_t* ring_take(void) {
             atomic_store(&r->head, 0);
             atomic_store(&r->tail, 0);
             r->tail_cache = 0;
+            r->st = (hl_ring_stats_t){0};
             atomic_store(&r->is_dead, 0);
             return r;
         }
@@ -350,6 +351,7 @@ void thread_reset_after_fork(void) {
     hl_thread_t* self = thread_self();
     if (self->ring) {
         hl_ring_t* r = self->ring;
+        r->st = (hl_ring_stats_t){0};
         atomic_store(&r->is_dead, 0);
         self->index = atomic_fetch_add(&next_index, 1) + 1;
         self->last_alloc = 0; // the child's trace has no ALLOC of this thread yet

@@ -21,6 +21,8 @@ typedef struct hl_thread_s {
     uintptr_t last_alloc; // this thread's latest allocation while it lives (0: freed, none)
     uintptr_t in_flight;  // a block recorded and not yet handed to the program (a scan's root)
     uint32_t untimed;     // events since the last one with a time (while single-threaded)
+    int paused;           // heaplens_pause depth: allocations kept as internal (api.c)
+    int in_callback;      // running a callback of the API: its own crossings do not call again
     uint32_t index;       // thread index, 1-based, never reused within a trace
     int tid;
     void* unwind_cache; // unwind.c's per-thread step rules

@@ -225,6 +225,9 @@ static int is_begun_again;          // the trace goes on in a new sink: every li
 static int is_discarding;           // the events drained now belong to the part that was lost
 static uint32_t trace_number = 1;   // this process's traces so far: a new one after a lost sink
 
+// The heap as the trace says it so far (heaplens_stats), counted as the events are written.
+static hl_heap_totals_t totals;
+
 static void emit_inherited(const hl_block_t* b, void* arg) {
     (void)arg;
     if (b->is_internal || b->thread > inherit_max_thread)
@@ -234,11 +237,19 @@ static void emit_inherited(const hl_block_t* b, void* arg) {
     if (enc_reserve(&enc, 80) != 0)
         return;
     sites_note(b->size, b->stack);
+    totals.live_bytes += b->size;
+    totals.live_blocks++;
     enc_tag(&enc, REC_INHERIT);
     enc_u(&enc, b->addr);
     enc_u(&enc, b->size);
     enc_u(&enc, b->stack);
     enc_u(&enc, b->fn);
+    if (b->ignored) { // heaplens_ignore before the fork: this trace says it too
+        enc_tag(&enc, REC_NOTE);
+        enc_u(&enc, HL_NOTE_IGNORE);
+        enc_u(&enc, sites_number(b->size, b->stack));
+        enc_u(&enc, 0);
+    }
 }
 
 static void preamble(void) {
@@ -273,6 +284,26 @@ static inline uint64_t time_of(const hl_event_t* ev, hl_ring_t* r) {
     return r->known_ticks;
 }
 
+static inline void count_alloc(hl_ring_stats_t* st, uint64_t size, int64_t t) {
+    st->allocs++;
+    st->alloc_bytes += size;
+    totals.allocations++;
+    totals.bytes_allocated += size;
+    totals.live_blocks++;
+    if ((totals.live_bytes += size) > totals.peak_bytes) {
+        totals.peak_bytes = totals.live_bytes;
+        totals.peak_blocks = totals.live_blocks;
+        totals.peak_time_ns = t;
+    }
+}
+static inline void count_free(hl_ring_stats_t* st, uint64_t size) {
+    st->frees++;
+    st->free_bytes += size;
+    totals.frees++;
+    totals.live_blocks--;
+    totals.live_bytes -= size;
+}
+
 // ev and, for the kinds that take two, the event after it (its address).
 static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t* r) {
     if (hl_unlikely(enc.cur_thread != r->thread_index)) {
@@ -293,6 +324,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
     }
     switch (ev->kind) {
     case EV_ALLOC:
+        count_alloc(&r->st, ev->size, t);
         r->alloc_trace = trace_number;
         ensure_stack(ev->aux);
         sites_note(ev->size, ev->aux);
@@ -301,6 +333,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
         enc_u(&enc, ev->aux);
         break;
     case EV_FREE: {
+        count_free(&r->st, ev->size);
         // Its site is the one of this thread's latest ALLOC, when that went to this trace (not
         // to the part lost before trace_begin_again).
         if (ev->extra && r->alloc_trace == trace_number) {
@@ -336,6 +369,17 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
         enc_tag(&enc, REC_MUNMAP);
         enc_u(&enc, next->size);
         enc_u(&enc, ev->size);
+        break;
+    case EV_NOTE:
+        enc_tag(&enc, REC_NOTE);
+        enc_u(&enc, ev->fn);
+        if (ev->fn == HL_NOTE_IGNORE || ev->fn == HL_NOTE_UNIGNORE) {
+            enc_u(&enc, sites_number(ev->size, ev->aux));
+            enc_u(&enc, 0);
+        } else {
+            enc_u(&enc, (uint32_t)ev->size);
+            enc_u(&enc, ev->size >> 32);
+        }
         break;
     default:
         break;
@@ -842,6 +886,16 @@ static void trace_begin_again(void) {
     scan_resume_world();
 }
 
+void writer_stats(hl_heap_totals_t* out, const hl_ring_t* ring, hl_ring_stats_t* ring_out) {
+    writer_lock();
+    preamble(); // a forked child's inherited blocks are counted as they are written
+    drain_noting_age();
+    *out = totals;
+    if (ring)
+        *ring_out = ring->st;
+    writer_unlock();
+}
+
 void writer_flush_sync(void) {
     writer_lock();
     pass(1);
@@ -1053,6 +1107,7 @@ void writer_session_reset(void) {
 
 void writer_reset_after_fork(uint32_t parent_threads) {
     inherit_max_thread = parent_threads;
+    memset(&totals, 0, sizeof totals);
     atomic_store(&writer_mutex, 0);
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);

@@ -8,9 +8,19 @@
 
 #include "encode.h"
 #include "live.h"
+#include "ring.h"
+
+typedef struct hl_heap_totals_s {
+    uint64_t live_bytes, live_blocks, peak_bytes, peak_blocks;
+    int64_t peak_time_ns; // since the agent started, as the trace's times
+    uint64_t allocations, frees, bytes_allocated;
+} hl_heap_totals_t;
 
 int writer_start(void);                 // lazily, from the first slow path; 0 or -errno
 void writer_flush_sync(void);           // drain everything now, write it out (caller: any thread)
+// The heap as the trace says it, every event made so far drained first; with `ring`, that
+// ring's own counts too (caller: any program thread).
+void writer_stats(hl_heap_totals_t* out, const hl_ring_t* ring, hl_ring_stats_t* ring_out);
 void writer_modules_changed(void);      // after dlopen/dlclose, on the program thread that made it
 void writer_reset_after_fork(uint32_t parent_threads);
 void writer_session_reset(void); // a new trace in this process (attach again): nothing emitted

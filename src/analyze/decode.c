@@ -382,6 +382,12 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
             }
         break;
     }
+    case REC_NOTE:
+        r->thread = d->thread;
+        r->u[0] = get_u(c);
+        r->u[1] = get_u(c);
+        r->u[2] = get_u(c);
+        break;
     default:
         bad(c, "an unknown tag");
         return DEC_MALFORMED;

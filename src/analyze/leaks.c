@@ -149,6 +149,8 @@ uint64_t model_site_kinds(const md_site_t* s, uint64_t blocks[HL_NKINDS]) {
         judged += s->verdicts[k];
     }
     uint64_t live = s->live > 0 ? (uint64_t)s->live : 0;
+    uint64_t ignored = s->ignored > 0 ? (uint64_t)s->ignored : 0; // no verdict, and no leak
+    live = live > ignored ? live - ignored : 0;
     blocks[HL_KIND_UNSCANNED] = live > judged ? live - judged : 0;
     return judged + blocks[HL_KIND_UNSCANNED];
 }

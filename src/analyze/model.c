@@ -173,6 +173,8 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
         s->alloc_fn = r->fn;
     }
     site_add(m, r, r->u[2], size, stack, r->u[3]);
+    if (hl_unlikely(m->notes.ntagged))
+        notes_on_alloc(&m->notes, r->thread, size);
 }
 
 static void on_free(model_t* m, const rd_record_t* r) {
@@ -355,6 +357,12 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         free(m->exec_path);
         m->exec_path = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
         break;
+    case REC_NOTE:
+        notes_on_record(&m->notes, r);
+        if ((r->u[0] == HL_NOTE_IGNORE || r->u[0] == HL_NOTE_UNIGNORE) && r->u[1] &&
+            r->u[1] < m->nsites)
+            m->sites[r->u[1]].ignored += r->u[0] == HL_NOTE_IGNORE ? 1 : -1;
+        break;
     default:
         break;
     }
@@ -438,6 +446,7 @@ int model_is_complete(const model_t* m) {
 }
 
 void model_free(model_t* m) {
+    notes_free(&m->notes);
     for (size_t i = 0; i < m->nmods; i++) {
         free(m->mods[i].path);
         free(m->mods[i].name);

@@ -13,6 +13,7 @@
 
 #include "../common/format.h"
 #include "idmap.h"
+#include "notes.h"
 #include "reader.h"
 
 #define HL_KIND_UNSCANNED HL_LEAK_COUNT // a leak kind for traces that never got their scan
@@ -63,6 +64,7 @@ typedef struct md_site_s {
     uint32_t verdicts[HL_LEAK_COUNT]; // the last scan's verdicts on its blocks, by kind
     int64_t live; // blocks live now; can dip below the truth while a block released by
                   // FREE_EXPLICIT waits for its ALLOC (0 at worst once loaded)
+    int64_t ignored; // of those, blocks the program asked never to be reported (heaplens_ignore)
 } md_site_t;
 
 // An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new
@@ -164,6 +166,7 @@ typedef struct model_s {
     uint32_t* record_slots; // (kind, stack) -> 1 + index into records; a power of two of them
     size_t record_mask;
     md_run_t run;
+    md_notes_t notes; // what the program said through the API
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;

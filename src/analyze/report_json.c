@@ -67,6 +67,24 @@ void report_json_argv(FILE* out, const model_t* m) {
     fputc(']', out);
 }
 
+// What the program said through the heaplens API, when it used it: its allocations by tag
+// (bytes allocated under each; what they still hold is not in the trace), pauses and marks.
+static void report_json_notes(FILE* out, const md_notes_t* n) {
+    if (!n->pauses && !n->marks && !n->ntags && !n->ignores)
+        return;
+    fprintf(out, "  \"api\": {\"pauses\": %llu, \"marks\": %llu, \"ignores\": %llu, \"tags\": [",
+            (unsigned long long)n->pauses, (unsigned long long)n->marks,
+            (unsigned long long)n->ignores);
+    for (size_t i = 0; i < n->ntags; i++)
+        fprintf(out, "%s\n    {\"type\": %u, \"location\": %u, \"allocations\": %llu, "
+                     "\"bytes_allocated\": %llu}",
+                i ? "," : "", n->tags[i].type, n->tags[i].location,
+                (unsigned long long)n->tags[i].allocations, (unsigned long long)n->tags[i].bytes);
+    fprintf(out, "%s], \"other_tags\": {\"allocations\": %llu, \"bytes_allocated\": %llu}},\n",
+            n->ntags ? "\n  " : "", (unsigned long long)n->other.allocations,
+            (unsigned long long)n->other.bytes);
+}
+
 int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     model_t* m = report_model(c);
     json_frames_t* own = o->frames ? NULL : json_frames_new(0);
@@ -118,6 +136,8 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         first = 0;
     }
     fputs("},\n", out);
+
+    report_json_notes(out, &m->notes);
 
     report_leaks_t lk;
     report_leaks(c, o->supp, &lk);

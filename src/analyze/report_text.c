@@ -43,6 +43,24 @@ static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
     }
 }
 
+// What the program said through the heaplens API: its pauses, and its allocations by tag.
+#define TEXT_TAGS_MAX 20 // tags listed; --json lists them all
+static void print_notes(FILE* out, const md_notes_t* n) {
+    char a[32], b[32];
+    if (n->pauses)
+        fprintf(out, P "            paused: %llu times by the program (what it allocated then is "
+                       "not in these figures)\n",
+                (unsigned long long)n->pauses);
+    for (size_t i = 0; i < n->ntags && i < TEXT_TAGS_MAX; i++) {
+        report_commas(a, sizeof a, n->tags[i].allocations);
+        report_commas(b, sizeof b, n->tags[i].bytes);
+        fprintf(out, P "    tag %u/%u: %s allocs, %s bytes allocated\n", n->tags[i].type,
+                n->tags[i].location, a, b);
+    }
+    if (n->ntags > TEXT_TAGS_MAX)
+        fprintf(out, P "  (%zu more tags in --json)\n", n->ntags - TEXT_TAGS_MAX);
+}
+
 static const char* kind_words(int kind) {
     static const char* w[] = {"definitely lost", "indirectly lost", "possibly lost",
                               "still reachable", "not scanned"};
@@ -192,6 +210,7 @@ void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o) {
         fprintf(out, P "          mappings: %llu mmap, %llu munmap, peak %s bytes mapped\n",
                 (unsigned long long)m->mmaps, (unsigned long long)m->munmaps, a);
     }
+    print_notes(out, &m->notes);
     fprintf(out, P "\n");
 
     report_leaks_t lk;

@@ -120,6 +120,12 @@ enum hl_record_tag {
     // from there to the last, and the first n (at most HL_CHANGE_BYTES) bytes of that span as
     // they were found and as the agent left them
     REC_ERROR_CHANGE = 21,
+    // what(HL_NOTE_*), a, b: the program called the heaplens API on the current thread (at the
+    // current time): a pause or resume of its recording, a mark (a, b = the low and high halves
+    // of its 64-bit count), a tag for its next allocations (a = type, b = location) or its end,
+    // a block it wants never reported (a = its site; 0 when the writer could not name it). Only
+    // in traces of programs that use the API.
+    REC_NOTE = 22,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
@@ -136,6 +142,16 @@ enum hl_record_tag {
 static inline int hl_rec_kind(int tag) {
     return tag >= REC_ALLOC && tag < REC_FREE_TEMP + 32 ? tag & ~HL_REC_FN_MASK : tag;
 }
+
+enum hl_note_kind {
+    HL_NOTE_PAUSE = 1, // this thread's allocations are not recorded until HL_NOTE_RESUME
+    HL_NOTE_RESUME = 2,
+    HL_NOTE_MARK = 3,
+    HL_NOTE_TAG = 4,
+    HL_NOTE_UNTAG = 5,
+    HL_NOTE_IGNORE = 6,   // a = the site of a live block the program wants never reported
+    HL_NOTE_UNIGNORE = 7, // a = the site of such a block, released or resized (a new block)
+};
 
 enum hl_info_flags {
     HL_INFO_FROM_START = 1, // loaded before main: every allocation is seen
