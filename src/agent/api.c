@@ -190,17 +190,13 @@ static int api_stats(struct heaplens_stats* s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Leak checks: the on-demand scan (scan_now, scan_now.h). Until the agent has one, the weak
-// reference stays unresolved and the checks say ENOSYS.
+// Leak checks: the on-demand scan (scan_now.c).
 // ---------------------------------------------------------------------------------------------
-#pragma weak scan_now
 
 static _Atomic uint64_t last_check_epoch; // blocks of this epoch or later are new to a check
 
 static int leak_check_since(int only_new, struct heaplens_leak_counts* counts) {
     if (!on())
-        return fail(ENOSYS);
-    if (!scan_now)
         return fail(ENOSYS);
     hl_thread_t* t = thread_self();
     if (t->busy)

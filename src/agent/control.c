@@ -23,6 +23,7 @@
 #include "../common/private_dir.h"
 #include "agent.h"
 #include "control.h"
+#include "epoch.h"
 #include "stacks.h"
 #include "live.h"
 #include "log.h"
@@ -159,7 +160,11 @@ static int is_word(const char* cmd, const char* word, const char** rest) {
     return 1;
 }
 
-static void answer_scan(void) {
+// The epoch (its 64-bit count) the shell's previous scan began: `scan new` lists the blocks made
+// from then on.
+static uint64_t last_scan_epoch;
+
+static void answer_scan(int only_new) {
     if (atomic_load(&hl_phase) != HL_ON) {
         reply("error tracing is stopped (start begins a new trace)");
         return;
@@ -167,7 +172,15 @@ static void answer_scan(void) {
     hl_scan_tally_t t;
     int64_t at = writer_now_ns();
     char out[HL_CONTROL_REPLY];
-    if (writer_scan_now_locked(&t) != 0) {
+    uint64_t next = epoch_advance64(); // what is made from here on is new to the next scan
+    uint64_t since64 = last_scan_epoch;
+    last_scan_epoch = next;
+    uint32_t since = (uint32_t)since64;
+    if (since64 && !epoch_is_valid64(since64))
+        since = epoch_floor() + 1; // older than the epochs kept apart: what they still tell
+    if (!only_new || !since64)
+        since = 0;
+    if (writer_scan_now_locked(NULL, since, &t) != 0) {
         reply("error not every thread of the program could be stopped: no scan");
         return;
     }
@@ -197,7 +210,7 @@ static void execute(const char* cmd) {
         writer_flush_locked();
         reply("ok");
     } else if (is_word(cmd, "scan", &rest)) {
-        answer_scan();
+        answer_scan(!strcmp(rest, "new"));
     } else if (is_word(cmd, "mark", &rest)) {
         if (nmarks == HL_CONTROL_MARKS) {
             reply("error no marks left");
@@ -336,6 +349,7 @@ void control_close(void) {
 }
 
 void control_after_fork(void) {
+    last_scan_epoch = 0;
     sink_fd_close(&client); // the parent's: closing the child's copies leaves the parent's
     sink_fd_close(&listener);
     line_len = 0;

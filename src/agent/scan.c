@@ -19,6 +19,7 @@
 #include "../common/compiler.h"
 #include "../common/format.h"
 #include "encode.h"
+#include "epoch.h"
 #include "live.h"
 #include "log.h"
 #include "modules.h"
@@ -342,6 +343,7 @@ typedef struct scan_blocks_s {
     uint32_t* raw_stacks;
     uint8_t* raw_fns;
     uint8_t* raw_internal;
+    uint32_t* raw_epochs; // epoch labels (epoch.h)
     uint8_t* unreadable; // by address order: not in readable memory, so neither read nor judged
     uintptr_t* starts;
     size_t* sizes;
@@ -364,6 +366,7 @@ static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
     b->raw_stacks = take(a, cap * sizeof(uint32_t));
     b->raw_fns = take(a, cap);
     b->raw_internal = take(a, cap);
+    b->raw_epochs = take(a, cap * sizeof(uint32_t));
     b->unreadable = take(a, cap);
     b->starts = take(a, cap * sizeof(uintptr_t));
     b->sizes = take(a, cap * sizeof(size_t));
@@ -386,6 +389,7 @@ static void collect_one(const hl_block_t* blk, void* arg) {
     b->raw_stacks[i] = blk->stack;
     b->raw_fns[i] = (uint8_t)blk->fn;
     b->raw_internal[i] = (uint8_t)(blk->is_internal | blk->ignored); // heaplens_ignore: no verdict
+    b->raw_epochs[i] = blk->epoch;
 }
 
 // LSD radix sort of (address, raw index) by address; digits that are zero in every address
@@ -697,6 +701,12 @@ void scan_init(void) {
     debug_scan = dbg && dbg[0] == '1';
 }
 
+void scan_prepare_caller(hl_thread_roots_t* self) {
+    static_tls_used_measure(0);
+    if (roots_from_frame(self, 0) != 0)
+        roots_from_here(self);
+}
+
 void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
     static_tls_used_measure(1);
     if (uc && !modules_own_text(context_ip(uc))) {
@@ -824,12 +834,17 @@ static void emit_scan(hl_enc_t* enc, int flags, size_t n) {
 }
 
 // Verdicts, in address order.
-static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, hl_scan_tally_t* tally) {
+static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_request_t* req) {
+    hl_scan_tally_t* tally = req->tally;
+    uint32_t now = epoch_now();
     enc->last_verdict_addr = 0;
     for (size_t i = 0; i < b->n; i++) {
         uint32_t o = b->order[i];
         if (b->raw_internal[o] || b->unreadable[i])
             continue;
+        if (req->since_epoch &&
+            !epoch_is_since(epoch_expand_at(now, b->raw_epochs[o]), req->since_epoch))
+            continue; // judged with the rest, but older than the check asks about
         if (tally && b->kind[i] < HL_LEAK_COUNT) {
             tally->bytes[b->kind[i]] += b->sizes[i];
             tally->blocks[b->kind[i]]++;
@@ -913,8 +928,11 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     lc_classify(&in, b.kind, b.leader, b.workspace);
     if (debug_scan)
         debug_reachable(&b, &rs);
-    emit_scan(enc, (req->all_stopped ? HL_SCAN_ALL_THREADS : 0) | at_exit, n);
-    emit_verdicts(enc, &b, req->tally);
+    emit_scan(enc,
+              (req->all_stopped ? HL_SCAN_ALL_THREADS : 0) | at_exit |
+                  (req->since_epoch ? HL_SCAN_ONLY_NEW : 0),
+              n);
+    emit_verdicts(enc, &b, req);
     os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
     os_unmap(arena.base, arena.size);
     return 0;

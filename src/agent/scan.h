@@ -20,6 +20,9 @@ typedef struct hl_thread_roots_s {
 // Before the world stops (it may take locks): the calling thread's roots, from the frame of the
 // program under the agent's and the exit path's (uc: the context a fatal signal interrupted).
 void scan_prepare(hl_thread_roots_t* self, const struct ucontext_t* uc);
+// The same for a scan a program thread asks for while it runs (heaplens_leak_check): its roots
+// from the program's frame under the agent's and the API library's.
+void scan_prepare_caller(hl_thread_roots_t* self);
 int scan_stop_world(void); // 1 when every other thread parked with its registers
 void scan_resume_world(void);
 // What a scan found, by kind (HL_LEAK_*): the blocks it judged, the agent's own left out.
@@ -31,6 +34,8 @@ typedef struct hl_scan_tally_s {
 typedef struct hl_scan_request_s {
     int all_stopped;       // every other thread parked with its registers
     int at_exit;           // the process ends: the trace's last scan
+    uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block); the
+                           // caller holds epoch_lock, so that no label changes meanwhile
     hl_scan_tally_t* tally; // filled when given
 } hl_scan_request_t;
 

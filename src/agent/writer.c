@@ -23,6 +23,7 @@
 #include "../common/varint.h"
 #include "agent.h"
 #include "encode.h"
+#include "epoch.h"
 #include "live.h"
 #include "log.h"
 #include "modules.h"
@@ -981,12 +982,20 @@ int writer_start_again_locked(void) {
 // its block is judged by the scan as it is in the live table, and its event follows the scan.
 // The writer's own stack and registers are the agent's: its roots are none (the program's
 // threads are all parked, with theirs).
-int writer_scan_now_locked(hl_scan_tally_t* tally) {
-    if (atomic_load(&hl_phase) != HL_ON || stop_world_drained(0) != 0)
+int writer_scan_now_locked(const hl_thread_roots_t* self, uint32_t since_epoch,
+                           hl_scan_tally_t* tally) {
+    if (atomic_load(&hl_phase) != HL_ON)
         return -1;
+    epoch_lock(); // no rebase relabels blocks under the scan (taken before the world stops)
+    if (stop_world_drained(0) != 0) {
+        epoch_unlock();
+        return -1;
+    }
     hl_thread_roots_t none = {0};
-    scan_run_with(&enc, &none, &(hl_scan_request_t){.all_stopped = 1, .tally = tally});
+    scan_run_with(&enc, self ? self : &none,
+                  &(hl_scan_request_t){.all_stopped = 1, .since_epoch = since_epoch, .tally = tally});
     scan_resume_world();
+    epoch_unlock();
     flush_chunk();
     return 0;
 }

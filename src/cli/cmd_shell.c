@@ -52,7 +52,8 @@ static const char shell_help[] =
     "status                 the process, its heap now (totals, peak), its trace\n"
     "top [N] [sort KEY]     the N biggest call sites (KEY: allocations, bytes, peak, leaked,\n"
     "                       temporary)\n"
-    "leaks                  scan the running process for leaks now; the leak records\n"
+    "leaks [new]            scan the running process for leaks now; the leak records (new:\n"
+    "                       only of the blocks made since the previous scan)\n"
     "mark                   mark this moment: prints the mark's number\n"
     "since MARK [N]         what is still live from after MARK, by call site\n"
     "dump FILE              the report of now: FILE.html a page, anything else JSON\n"
@@ -168,25 +169,30 @@ static void cmd_top(shell_t* s, char* args) {
 
 static void cmd_leaks(shell_t* s, char* args) {
     char ans[SHELL_LINE], when[32];
-    if (args[0] && strcmp(args, "all") != 0) {
-        printf("leaks: expected `leaks` or `leaks all`, got '%s'\n", args);
+    int only_new = !strcmp(args, "new");
+    if (args[0] && strcmp(args, "all") != 0 && !only_new) {
+        printf("leaks: expected `leaks`, `leaks all` or `leaks new`, got '%s'\n", args);
         return;
     }
-    if (ask(s, "scan", ans, sizeof ans) != 0 || field(ans, "time", when, sizeof when) != 0)
+    if (ask(s, only_new ? "scan new" : "scan", ans, sizeof ans) != 0 ||
+        field(ans, "time", when, sizeof when) != 0)
         return;
     s->last_scan_ns = strtoll(when, NULL, 10);
     cli_trace_t t;
     if (cli_trace_open(&t, s->trace, &s->report) != 0)
         return;
     report_opts_t ro = {
-        .show_kinds = s->report.show_kinds,
+        // `new`: the older blocks were judged too, but are not listed (not "unscanned")
+        .show_kinds = only_new ? s->report.show_kinds & ~(1u << HL_KIND_UNSCANNED)
+                               : s->report.show_kinds,
         .max_records = 25,
         .supp = t.supp,
         .trace_path = s->trace,
         .exit_status = -1,
         .is_live = 1,
     };
-    printf("scan at %.3f ms\n", (double)s->last_scan_ns / 1e6);
+    printf("scan at %.3f ms%s\n", (double)s->last_scan_ns / 1e6,
+           only_new ? ": the blocks made since the previous scan" : "");
     report_text(stdout, t.ctx, &ro);
     fflush(stdout);
     cli_trace_close(&t);
@@ -289,7 +295,7 @@ static int complete_word(const char* line, size_t word, size_t len, const char**
     const char* const* words = NULL;
     size_t nwords = 0;
     static const char* const after_top[] = {"sort"};
-    static const char* const after_leaks[] = {"all"};
+    static const char* const after_leaks[] = {"all", "new"};
     if (word == 0) {
         words = shell_commands;
         nwords = sizeof shell_commands / sizeof *shell_commands;
@@ -301,7 +307,7 @@ static int complete_word(const char* line, size_t word, size_t len, const char**
         nwords = 1;
     } else if (!strncmp(line, "leaks ", 6)) {
         words = after_leaks;
-        nwords = 1;
+        nwords = 2;
     }
     int n = 0;
     for (size_t i = 0; i < nwords && n < max; i++)

@@ -280,6 +280,20 @@ if command -v tmux >/dev/null 2>&1; then
         ok "tty: status answers" "$(pane | tail -5)" wait_for "SUMMARY of "
         tmux -L "$TMUX_SOCK" send-keys "leaks" Enter
         ok "tty: leaks answers" "$(pane | tail -5)" wait_for "LEAK SUMMARY"
+        # leaks new twice: the server leaks from leak_late only from before the first on, so
+        # the second lists leak_late's later blocks and nothing of leak_early's
+        touch "$WORK/tty/late"
+        sleep 0.3
+        tmux -L "$TMUX_SOCK" send-keys "leaks new" Enter
+        ok "tty: leaks new" "$(pane | tail -3)" wait_for "scan at .*: the blocks made since the previous scan"
+        sleep 0.3
+        tmux -L "$TMUX_SOCK" send-keys "clear" Enter "leaks new" Enter
+        ok "tty: leaks new again" "$(pane | tail -3)" wait_for "unknown command 'clear'"
+        for _ in $(seq 1 250); do pane | sed -n "/unknown command 'clear'/,\$p" | grep -q "LEAK SUMMARY" && break; sleep 0.02; done
+        second=$(pane | sed -n "/unknown command 'clear'/,\$p")
+        ok "tty: the second leaks new lists only the later leaks (leak_late, not leak_early)" "$second" \
+            bash -c "grep -A1 'definitely lost in loss record' <<<'$second' | grep -q 'at .*leak_late' &&
+                     ! grep -q 'leak_early' <<<'$second'"
         tmux -L "$TMUX_SOCK" send-keys "mark" Enter
         ok "tty: mark" "$(pane | tail -3)" wait_for "mark 1 at"
         tmux -L "$TMUX_SOCK" send-keys "since 1" Enter
