@@ -388,7 +388,9 @@ static void collect_one(const hl_block_t* blk, void* arg) {
     b->raw_sizes[i] = blk->size;
     b->raw_stacks[i] = blk->stack;
     b->raw_fns[i] = (uint8_t)blk->fn;
-    b->raw_internal[i] = (uint8_t)(blk->is_internal | blk->ignored); // heaplens_ignore: no verdict
+    // heaplens_ignore: no verdict, and (as LeakSanitizer's ignored objects) a root: what it
+    // points to is reachable (bit 1)
+    b->raw_internal[i] = (uint8_t)(blk->is_internal | (blk->ignored ? 3 : 0));
     b->raw_epochs[i] = blk->epoch;
 }
 
@@ -743,6 +745,9 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
                          const scan_blocks_t* b, const hl_thread_roots_t* self) {
     // Registers: held in the agent's own memory, which add_root would cut out as a hole.
     push_regs(rs, self);
+    for (size_t i = 0; i < b->n; i++) // blocks the program asked never to be reported
+        if (b->raw_internal[b->order[i]] & 2)
+            push_root(rs, b->starts[i], b->starts[i] + b->sizes[i]);
     for (int i = 0; i < nparked; i++)
         if (atomic_load(&parked[i].is_parked))
             push_regs(rs, &parked[i].roots);

@@ -278,6 +278,23 @@ static int mode_ignore(void) {
     return 0;
 }
 
+static NOINLINE void scrub(void);
+
+// An ignored block is a root, as LeakSanitizer's ignored objects are: the block only it points
+// to is still reachable, not lost.
+static NOINLINE void make_ignored_holder(void) {
+    void** holder = malloc(40);
+    holder[0] = malloc(66);
+    heaplens_ignore(holder);
+    __asm__ volatile("" : : "r"(holder) : "memory");
+}
+
+static int mode_ignore_root(void) {
+    make_ignored_holder();
+    scrub();
+    return 0;
+}
+
 #define NTHREADS 8
 static void* api_thread(void* arg) {
     long ok = 0, i = (long)arg;
@@ -451,6 +468,8 @@ int main(int argc, char** argv) {
         return mode_attach();
     if (!strcmp(mode, "leaks"))
         return mode_leaks();
+    if (!strcmp(mode, "ignore_root"))
+        return mode_ignore_root();
     fprintf(stderr, "api_c: unknown mode %s\n", mode);
     return 2;
 }

@@ -207,6 +207,10 @@ if make -s -C "$ROOT" install BUILD="$BUILD" PREFIX="$PREFIX" >"$WORK/install.lo
 else
     fail "make install" "$(tail -3 "$WORK/install.log")"
 fi
+traced ignore_root "$T/api_c" ignore_root
+expect "ignore: an ignored block is a root (the block only it points to is still reachable)" "0 66 1" \
+    "$(json ignore_root '"%d %d %d" % (d["leaks"]["definitely_lost"]["bytes"], sum(r["bytes"] for r in d["leak_records"] if r["kind"] == "still_reachable" and r["bytes"] == 66), d["api"]["ignores"])')"
+
 # --- leak checks mid-run agree with the exit scan; leak_check_new lists only the later leaks ----
 expect "leak checks untraced: not traced" $'check1 -1 d=0/0 i=0/0 p=0/0\ncheck2 -1 d=0/0 i=0/0 p=0/0\nnew -1 d=0/0 i=0/0 p=0/0' \
     "$("$T/api_c" leaks)"
