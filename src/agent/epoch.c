@@ -5,8 +5,6 @@
 
 #include "epoch.h"
 #include "live.h"
-#include "scan.h"
-#include "thread.h"
 
 _Atomic uint32_t hl_epoch;
 static _Atomic uint32_t floor_epoch; // marks at or before it have expired
@@ -15,14 +13,9 @@ static uint32_t epoch_wraps;
 static uint64_t floor64;
 static _Atomic int advance_lock; // one advance (and its rebase) at a time
 
-// A thread waiting here parks when a scan stops the world (the scan holds the lock while it
-// waits for every thread to park).
 void epoch_lock(void) {
-    while (atomic_exchange_explicit(&advance_lock, 1, memory_order_acquire)) {
-        if (hl_unlikely(thread_self()->park_pending))
-            scan_park_self();
+    while (atomic_exchange_explicit(&advance_lock, 1, memory_order_acquire))
         sched_yield();
-    }
 }
 void epoch_unlock(void) {
     atomic_store_explicit(&advance_lock, 0, memory_order_release);

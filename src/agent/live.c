@@ -257,9 +257,10 @@ void live_lock_all(void) {
 void live_unlock_all(void) {
     spill_unlock_all();
 }
-// A new session (attach.c): every block forgotten, the memory kept. No other thread is inside
-// the agent (its calls are not routed to it yet).
-void live_clear(void) {
+// Every chunk of slots made present in the regions made (most of a region lies where the heap
+// is not): fn(its first slot, the address its first slot stands for, arg).
+typedef void (*chunk_fn)(dslot_t* slots, uintptr_t addr, void* arg);
+static void present_chunks_do(chunk_fn fn, void* arg) {
     uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
         uintptr_t base;
@@ -268,9 +269,20 @@ void live_clear(void) {
             continue;
         for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++)
             if (atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64)))
-                memset(&r->slots[(size_t)chunk * HL_CHUNK_SLOTS], 0,
-                       HL_CHUNK_SLOTS * sizeof(dslot_t));
+                fn(&r->slots[(size_t)chunk * HL_CHUNK_SLOTS],
+                   base | (uintptr_t)chunk * HL_CHUNK_SLOTS << HL_GRANULE_SHIFT, arg);
     }
+}
+
+static void clear_chunk(dslot_t* slots, uintptr_t addr, void* arg) {
+    (void)addr, (void)arg;
+    memset(slots, 0, HL_CHUNK_SLOTS * sizeof *slots);
+}
+
+// A new session (attach.c): every block forgotten, the memory kept. No other thread is inside
+// the agent (its calls are not routed to it yet).
+void live_clear(void) {
+    present_chunks_do(clear_chunk, NULL);
     spill_clear();
 }
 
@@ -280,29 +292,27 @@ void live_reset_after_fork(void) {
     spill_reset_after_fork();
 }
 
-// Every live slot of the regions made, skipping the chunks never made present (most of a
-// region lies where the heap is not).
-static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
-    uint32_t n = atomic_load(&regions.nmade);
-    for (uint32_t i = 0; i < n; i++) {
-        uintptr_t base;
-        region_t* r = region_dir_nth(&regions, i, &base);
-        if (!r)
-            continue;
-        for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++) {
-            if (!(atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64))))
-                continue;
-            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++) {
-                const dslot_t* s = &r->slots[j];
-                if (d0_state(s->d0) == HL_BLOCK_LIVE) {
-                    hl_block_t b;
-                    dunpack(s->d0, s->d1, base | (uintptr_t)j << HL_GRANULE_SHIFT | (s->d0 & 31),
-                            &b);
-                    fn(&b, arg);
-                }
-            }
+typedef struct each_s {
+    void (*fn)(const hl_block_t* b, void* arg);
+    void* arg;
+} each_t;
+
+static void chunk_for_each(dslot_t* slots, uintptr_t addr, void* arg) {
+    each_t* e = arg;
+    for (uint32_t j = 0; j < HL_CHUNK_SLOTS; j++) {
+        const dslot_t* s = &slots[j];
+        if (d0_state(s->d0) == HL_BLOCK_LIVE) {
+            hl_block_t b;
+            dunpack(s->d0, s->d1, (addr + ((uintptr_t)j << HL_GRANULE_SHIFT)) | (s->d0 & 31), &b);
+            e->fn(&b, e->arg);
         }
     }
+}
+
+// Every live slot of the direct map, in address order.
+static void direct_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
+    each_t e = {fn, arg};
+    present_chunks_do(chunk_for_each, &e);
 }
 
 void live_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
@@ -353,20 +363,20 @@ static void direct_relabel(dslot_t* s, uint32_t now, uint32_t floor) {
         atomic_compare_exchange_strong(w1, &d1, d1_new);
 }
 
+typedef struct rebase_s {
+    uint32_t now, floor;
+} rebase_t;
+
+static void chunk_rebase(dslot_t* slots, uintptr_t addr, void* arg) {
+    (void)addr;
+    const rebase_t* rb = arg;
+    for (uint32_t j = 0; j < HL_CHUNK_SLOTS; j++)
+        direct_relabel(&slots[j], rb->now, rb->floor);
+}
+
 static void direct_epoch_rebase(uint32_t now, uint32_t floor) {
-    uint32_t n = atomic_load(&regions.nmade);
-    for (uint32_t i = 0; i < n; i++) {
-        uintptr_t base;
-        region_t* r = region_dir_nth(&regions, i, &base);
-        if (!r)
-            continue;
-        for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++) {
-            if (!(atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64))))
-                continue;
-            for (uint32_t j = chunk * HL_CHUNK_SLOTS; j < (chunk + 1) * HL_CHUNK_SLOTS; j++)
-                direct_relabel(&r->slots[j], now, floor);
-        }
-    }
+    rebase_t rb = {now, floor};
+    present_chunks_do(chunk_rebase, &rb);
 }
 
 void live_epoch_rebase(uint32_t now, uint32_t floor) {

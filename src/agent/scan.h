@@ -34,8 +34,7 @@ typedef struct hl_scan_tally_s {
 typedef struct hl_scan_request_s {
     int all_stopped;       // every other thread parked with its registers
     int at_exit;           // the process ends: the trace's last scan
-    uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block); the
-                           // caller holds epoch_lock, so that no label changes meanwhile
+    uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block)
     hl_scan_tally_t* tally; // filled when given
 } hl_scan_request_t;
 

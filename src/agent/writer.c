@@ -841,6 +841,18 @@ void ring_wait_space(hl_ring_t* r) {
 
 #define HL_STOP_TRIES 8 // stops of the world trace_begin_again tries before it gives up
 
+// A new trace in this process: its own stream, which names every stack, thread, site and module
+// again from the start.
+static void forget_emitted(void) {
+    chunk_restart_stream();
+    if (stack_emitted)
+        memset(stack_emitted, 0, stack_emitted_cap);
+    memset(thread_emitted, 0, sizeof thread_emitted);
+    sites_reset();
+    trace_number++;
+    need_preamble = 1;
+}
+
 // The collector went away (sink.c): the trace goes on in a local file, as a trace of its own
 // from the start of a new stream, which names every stack, thread, site and module again and
 // begins with the blocks live now (INHERIT, as a fork child's does); what the lost chunk held is
@@ -874,14 +886,8 @@ static void trace_begin_again(void) {
     }
     chunk_restart();
     if (sink_fall_back(NULL) == 0) {
-        chunk_restart_stream();
-        if (stack_emitted)
-            memset(stack_emitted, 0, stack_emitted_cap);
-        memset(thread_emitted, 0, sizeof thread_emitted);
-        sites_reset();
-        trace_number++;
-        need_preamble = 1;
-        is_begun_again = 1;
+        forget_emitted();
+        is_begun_again = 1; // it begins with the blocks live now
         preamble();
     }
     scan_resume_world();
@@ -960,14 +966,8 @@ int writer_start_again_locked(void) {
         scan_resume_world();
         return -1;
     }
-    chunk_restart_stream();
-    if (stack_emitted)
-        memset(stack_emitted, 0, stack_emitted_cap);
-    memset(thread_emitted, 0, sizeof thread_emitted);
-    sites_reset();
-    trace_number++;
-    need_preamble = 1;
-    is_begun_again = 1;
+    forget_emitted();
+    is_begun_again = 1; // it begins with the blocks live now
     agent_note_not_from_start();
     preamble();
     atomic_store(&hl_phase, HL_ON);
@@ -984,18 +984,15 @@ int writer_start_again_locked(void) {
 // threads are all parked, with theirs).
 int writer_scan_now_locked(const hl_thread_roots_t* self, uint32_t since_epoch,
                            hl_scan_tally_t* tally) {
-    if (atomic_load(&hl_phase) != HL_ON)
+    // The epoch lock is not taken: a thread parked inside a rebase leaves some blocks older
+    // than the floor relabelled and some not, and either label reads as older than any check
+    // still told apart (since_epoch is after the floor).
+    if (atomic_load(&hl_phase) != HL_ON || stop_world_drained(0) != 0)
         return -1;
-    epoch_lock(); // no rebase relabels blocks under the scan (taken before the world stops)
-    if (stop_world_drained(0) != 0) {
-        epoch_unlock();
-        return -1;
-    }
     hl_thread_roots_t none = {0};
     scan_run_with(&enc, self ? self : &none,
                   &(hl_scan_request_t){.all_stopped = 1, .since_epoch = since_epoch, .tally = tally});
     scan_resume_world();
-    epoch_unlock();
     flush_chunk();
     return 0;
 }
@@ -1102,13 +1099,7 @@ void writer_wait_gone(void) {
 
 void writer_session_reset(void) {
     chunk_restart();
-    chunk_restart_stream();
-    if (stack_emitted)
-        memset(stack_emitted, 0, stack_emitted_cap);
-    sites_reset();
-    memset(thread_emitted, 0, sizeof thread_emitted);
-    trace_number++;
-    need_preamble = 1;
+    forget_emitted();
     is_fork_child = 0;
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;

@@ -131,6 +131,20 @@ static char* agent_options(const char* output, int depth, int no_scan) {
     return s;
 }
 
+// The agent by its real path: the process's maps name it so (inject_symbol finds it there).
+static int find_agent(char* agent, size_t cap) {
+    if (cli_find_agent(agent, cap) != 0) {
+        cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
+        return -1;
+    }
+    char* real = realpath(agent, NULL);
+    if (real) {
+        snprintf(agent, cap, "%s", real);
+        free(real);
+    }
+    return 0;
+}
+
 static long parse_pid(const char* cmd, const char* a) {
     char* end;
     long pid = strtol(a, &end, 10);
@@ -201,15 +215,8 @@ int cmd_attach(int argc, char** argv) {
         return 1;
     }
     char agent[PATH_MAX], out_path[PATH_MAX], cwd[PATH_MAX];
-    if (cli_find_agent(agent, sizeof agent) != 0) {
-        cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
+    if (find_agent(agent, sizeof agent) != 0)
         return 2;
-    }
-    char* real = realpath(agent, NULL);
-    if (real) {
-        snprintf(agent, sizeof agent, "%s", real);
-        free(real);
-    }
     if (!getcwd(cwd, sizeof cwd)) {
         cli_error("attach: cannot tell the current directory: %s", strerror(errno));
         return 2;
@@ -299,14 +306,7 @@ int cmd_detach(int argc, char** argv) {
         return 1;
     }
     char agent[PATH_MAX];
-    if (cli_find_agent(agent, sizeof agent) != 0) {
-        cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
+    if (find_agent(agent, sizeof agent) != 0)
         return 2;
-    }
-    char* real = realpath(agent, NULL);
-    if (real) {
-        snprintf(agent, sizeof agent, "%s", real);
-        free(real);
-    }
     return detach_now(pid, agent, &ro);
 }
