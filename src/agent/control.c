@@ -10,6 +10,7 @@
 // The answers are small; the reports a shell shows it makes itself, from the trace file.
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@
 
 #include "../common/private_dir.h"
 #include "agent.h"
+#include "../../include/heaplens.h"
+#include "api.h"
 #include "control.h"
 #include "epoch.h"
 #include "stacks.h"
@@ -160,6 +163,78 @@ static int is_word(const char* cmd, const char* word, const char** rest) {
     return 1;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Watches from the shell: the callback runs on the program's thread that releases or resizes the
+// block (api_hooks.c), outside the agent's locks, so it may ask the loader where that was; it
+// only fills a slot, which the shell's next `events` reads.
+// ---------------------------------------------------------------------------------------------
+#define HL_WATCH_EVENTS 64 // events kept until read; older ones are counted as missed
+typedef struct watch_event_s {
+    _Atomic int is_ready;
+    uintptr_t ptr, where, offset, base;
+    int kind;                // HEAPLENS_FREED or HEAPLENS_RESIZED
+    const char* function;    // the loader's name for where (lives as long as its module)
+    const char* module;
+} watch_event_t;
+static watch_event_t watch_events[HL_WATCH_EVENTS];
+static _Atomic unsigned watch_written, watch_read;
+
+static void shell_watch_cb(void* ptr, int event, const void* where, void* arg) {
+    (void)arg;
+    // Not read in time, the oldest event is overwritten: `events` says how many were missed.
+    unsigned at = atomic_fetch_add(&watch_written, 1);
+    watch_event_t* e = &watch_events[at % HL_WATCH_EVENTS];
+    atomic_store(&e->is_ready, 0);
+    Dl_info di = {0};
+    int known = where && dladdr((void*)((uintptr_t)where - 1), &di);
+    e->ptr = (uintptr_t)ptr;
+    e->kind = event;
+    e->where = (uintptr_t)where;
+    e->function = known ? di.dli_sname : NULL;
+    e->offset = known && di.dli_saddr ? (uintptr_t)where - (uintptr_t)di.dli_saddr : 0;
+    e->module = known ? di.dli_fname : NULL;
+    e->base = known ? (uintptr_t)di.dli_fbase : 0;
+    atomic_store(&e->is_ready, 1);
+}
+
+static void answer_watch(const char* rest) {
+    char out[HL_CONTROL_REPLY];
+    uintptr_t addr = (uintptr_t)strtoull(rest, NULL, 16);
+    hl_block_t b;
+    if (!addr || live_lookup(addr, &b) != HL_BLOCK_LIVE || b.is_internal) {
+        hl_fmt(out, sizeof out, "error no live block at %s", rest);
+        reply(out);
+    } else if (api_watch_set(addr, (void*)shell_watch_cb, NULL) != 0) {
+        reply("error too many watches");
+    } else {
+        hl_fmt(out, sizeof out, "ok watching %p size=%lu", (void*)addr, (unsigned long)b.size);
+        reply(out);
+    }
+}
+
+// Every event ready since the last read, one line: "ok missed=N" then " PTR KIND WHERE BASE
+// NAME+OFF MODULE" each (BASE: the module's load address, for the shell's own symbols; names
+// without spaces: symbol names and paths as the loader has them).
+static void answer_events(void) {
+    char out[HL_CONTROL_REPLY];
+    unsigned written = atomic_load(&watch_written), from = atomic_load(&watch_read);
+    unsigned missed = written - from > HL_WATCH_EVENTS ? written - from - HL_WATCH_EVENTS : 0;
+    size_t len = (size_t)hl_fmt(out, sizeof out, "ok missed=%u", missed);
+    unsigned at = from + missed;
+    for (; at != written && len + 300 < sizeof out; at++) {
+        watch_event_t* e = &watch_events[at % HL_WATCH_EVENTS];
+        if (!atomic_load(&e->is_ready))
+            break; // its callback is still writing it: the next read takes it
+        len += (size_t)hl_fmt(out + len, sizeof out - len, " %p %s %p %p %s+%lu %s", (void*)e->ptr,
+                              e->kind == HEAPLENS_RESIZED ? "resized" : "released",
+                              (void*)e->where, (void*)e->base, e->function ? e->function : "?",
+                              (unsigned long)e->offset, e->module ? e->module : "?");
+        atomic_store(&e->is_ready, 0);
+    }
+    atomic_store(&watch_read, at);
+    reply(out);
+}
+
 // The epoch (its 64-bit count) the shell's previous scan began: `scan new` lists the blocks made
 // from then on.
 static uint64_t last_scan_epoch;
@@ -247,6 +322,10 @@ static void execute(const char* cmd) {
             hl_fmt(out, sizeof out, "ok started trace=%s", where);
             reply(out);
         }
+    } else if (is_word(cmd, "watch", &rest)) {
+        answer_watch(rest);
+    } else if (is_word(cmd, "events", &rest)) {
+        answer_events();
     } else if (is_word(cmd, "depth", &rest)) {
         // Options hold for a whole trace: the next one (start) takes it.
         unsigned long n = strtoul(rest, NULL, 10);

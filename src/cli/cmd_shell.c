@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../analyze/symbols.h"
 #include "cli.h"
 #include "lineedit.h"
 
@@ -63,6 +64,8 @@ static const char shell_help[] =
     "start                  after stop: a new trace, beginning with the blocks live now\n"
     "reset                  stop, then start\n"
     "depth N                frames per stack: a new trace (reset) with N\n"
+    "watch [ADDR]           say when the live block at ADDR (hex) is released or resized,\n"
+    "                       with where; alone: what watched blocks went through\n"
     "flush                  write everything the process has recorded to its trace\n"
     "help                   this list\n"
     "quit                   leave (the process runs on)\n";
@@ -285,9 +288,57 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
 
 static int find_trace(shell_t* s);
 
+// The watch events since the last look, a line each (the process answers "ok missed=N" and
+// then PTR KIND WHERE FUNCTION+OFFSET MODULE for each).
+static void show_events(shell_t* s) {
+    char ans[SHELL_LINE];
+    if (ask(s, "events", ans, sizeof ans) != 0)
+        return;
+    unsigned missed = 0;
+    int used = 0;
+    if (sscanf(ans, "ok missed=%u%n", &missed, &used) < 1)
+        return;
+    if (missed)
+        printf("watch: %u events missed (not read in time)\n", missed);
+    char ptr[32], kind[16], where[32], base[32], fn[512], module[1024];
+    const char* at = ans + used;
+    int n;
+    while (sscanf(at, " %31s %15s %31s %31s %511s %1023s%n", ptr, kind, where, base, fn, module,
+                  &n) == 6) {
+        at += n;
+        // The host's symbols (DWARF: static functions, file and line), the loader's name else.
+        symbolizer_t* sym = symbolizer_new(s->report.sysroot);
+        sym_frame_t fr[8];
+        int k = 0, got = 0;
+        uint64_t ip = strtoull(where, NULL, 16), bias = strtoull(base, NULL, 16);
+        if (sym && module[0] == '/' && ip > bias &&
+            (k = symbolizer_add_module(sym, module, NULL, 0)) >= 0)
+            got = symbolizer_lookup(sym, k, ip - bias - 1, fr, 8);
+        const sym_frame_t* f = got > 0 ? &fr[got - 1] : NULL; // the outermost: the function
+        if (f && fr[0].function)
+            printf("watch: the block at %s was %s at %s (%s, %s:%u)\n", ptr, kind, where,
+                   fr[0].function, fr[0].file ? fr[0].file : "?", fr[0].line);
+        else
+            printf("watch: the block at %s was %s at %s (%s, in %s)\n", ptr, kind, where, fn,
+                   module);
+        symbolizer_free(sym);
+    }
+}
+
+static void cmd_watch(shell_t* s, char* args) {
+    char req[96], ans[SHELL_LINE];
+    if (!args[0]) {
+        show_events(s);
+        return;
+    }
+    snprintf(req, sizeof req, "watch %.64s", args);
+    if (ask(s, req, ans, sizeof ans) == 0)
+        printf("%s: released or resized, it is said here\n", ans + 3);
+}
+
 static const char* const shell_commands[] = {"depth", "dump",  "flush", "grow",   "help", "leaks",
                                              "mark",  "quit",  "reset",  "since", "start",
-                                             "status", "stop", "top"};
+                                             "status", "stop", "top", "watch"};
 static const char* const sort_keys[] = {"allocations", "bytes", "peak", "leaked", "temporary"};
 
 // Tab completion: the command as the first word; after `top`, `sort` and its keys; `leaks all`.
@@ -364,6 +415,8 @@ static int execute(shell_t* s, char* line) {
         cmd_dump(s, args);
     else if (!strcmp(cmd, "grow"))
         cmd_grow(s, args);
+    else if (!strcmp(cmd, "watch"))
+        cmd_watch(s, args);
     else if (!strcmp(cmd, "depth")) {
         char req[64];
         snprintf(req, sizeof req, "depth %s", args);
@@ -384,6 +437,8 @@ static int execute(shell_t* s, char* line) {
             printf("flushed\n");
     } else
         printf("unknown command '%s' (help lists them)\n", cmd);
+    if (strcmp(cmd, "watch") != 0)
+        show_events(s); // what a watched block went through meanwhile
     fflush(stdout);
     return 0;
 }

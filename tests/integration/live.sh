@@ -200,6 +200,25 @@ fi
 stop nocontrol
 
 # ---------------------------------------------------------------------------------------------
+# watch: a block the server releases once DIR/late exists, said with where (host-side symbols)
+# ---------------------------------------------------------------------------------------------
+if start watch 0; then
+    EARLY=$(cat "$WORK/watch/early")
+    shell watch "watch $EARLY\nwatch 0x10\n"
+    ok "watch ADDR: watching the live block" "$(cat "$SH")" grep -q "^watching $EARLY size=40" "$SH"
+    ok "watch 0x10: no live block there, one line" "$(cat "$SH")" grep -q "^no live block at 0x10" "$SH"
+    touch "$WORK/watch/late"
+    sleep 0.3
+    shell watch 'watch\n'
+    ok "watch: its release is said, at main in live_server.c" "$(cat "$SH")" \
+        grep -q "^watch: the block at $EARLY was released at 0x[0-9a-f]* (main, tests/programs/live_server.c:[0-9]*)" "$SH"
+    stop watch
+    ok "watch: the server ends as it would alone" "" bash -c "[ \"\$(cat '$WORK/watch/status')\" = 7 ]"
+else
+    fail "watch: start" "$(head -c 300 "$WORK/watch/err")"
+fi
+
+# ---------------------------------------------------------------------------------------------
 # run --alert-growth: after the report, the growing sites at or above the rate
 # ---------------------------------------------------------------------------------------------
 for rate in 1 1000000000; do

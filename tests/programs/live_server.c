@@ -81,6 +81,13 @@ int main(int argc, char** argv) {
     if (fd < 0 || write(fd, buf, (size_t)n) != n)
         return 3;
     close(fd);
+    char early_path[4096];
+    snprintf(early_path, sizeof early_path, "%s/early", argv[1]); // released first once late
+    FILE* f = fopen(early_path, "w");
+    if (f) {
+        fprintf(f, "%p\n", early[99]);
+        fclose(f);
+    }
     char final[4096];
     snprintf(final, sizeof final, "%s/pid", argv[1]);
     rename(path, final);
