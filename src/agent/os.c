@@ -2,7 +2,9 @@
 // os.c - raw system calls for the agent's own needs. They go through syscall(2), never the
 // interposed libc names, so the agent's memory is never recorded and never recurses.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -215,4 +217,29 @@ void os_note_allocator_unmap(uintptr_t lo, uintptr_t hi) {
 
 size_t os_allocator_ranges(uintptr_t (*out)[2], size_t max) {
     return range_list(&allocator_ranges, out, max);
+}
+
+int os_for_each_task(void (*fn)(int tid, void* arg), void* arg) {
+    int fd =
+        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char dents[4096];
+    int n = 0;
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0) {
+        for (long off = 0; off < got;) {
+            struct dirent64* d = (struct dirent64*)(dents + off);
+            off += d->d_reclen;
+            int tid = 0;
+            for (const char* c = d->d_name; *c >= '0' && *c <= '9'; c++)
+                tid = tid * 10 + (*c - '0');
+            if (tid > 0) {
+                fn(tid, arg);
+                n++;
+            }
+        }
+    }
+    close(fd);
+    return n;
 }

@@ -20,6 +20,9 @@ int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns); // timeout < 0: none
 void os_futex_wake(_Atomic int* addr, int count);
 int os_tgkill(int pid, int tid, int sig);
+// Calls fn(tid, arg) for every task (thread) of this process, from /proc/self/task, without
+// allocating. How many there were, or -1 when the list cannot be read.
+int os_for_each_task(void (*fn)(int tid, void* arg), void* arg);
 size_t os_agent_ranges(uintptr_t (*out)[2], size_t max); // the memory os_map handed out
 // Mappings the allocator underneath made for itself (mmap while inside a real malloc).
 void os_note_allocator_map(uintptr_t lo, uintptr_t hi);

@@ -237,11 +237,12 @@ void record_realloc_undo(const hl_block_t* old) {
 void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn) {
     if (!old->is_internal)
         push_free(t, old, fn);
-    if (q)
-        record_alloc_as(t, q, size, fn,
-                        old->headed ? HL_AS_GUARDED | HL_AS_HEADED
-                                    : (hl_opt.checking ? (old->guarded ? HL_AS_GUARDED : 0)
-                                                       : (hl_opt.guard > 0 ? HL_AS_GUARDED : 0)));
+    if (!q)
+        return;
+    // Checking keeps the old block's layout (check.c); else guards follow the option.
+    int guarded = hl_opt.checking ? old->guarded : hl_opt.guard > 0;
+    record_alloc_as(t, q, size, fn,
+                    old->headed ? HL_AS_GUARDED | HL_AS_HEADED : guarded ? HL_AS_GUARDED : 0);
 }
 
 void record_mmap(hl_thread_t* t, void* p, size_t len, int prot, int flags) {

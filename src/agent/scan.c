@@ -212,36 +212,29 @@ static long read_all(const char* path, char** buf, size_t* cap) {
 
 // Every thread of the process but this one and the agent's writer, into parked[] (when given).
 // Returns how many there are.
-static int list_other_threads(int self_tid, parked_t* out, int max) {
-    int fd =
-        (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    char dents[4096];
-    int writer = writer_thread_id(), pid = (int)getpid(), n = 0;
-    for (;;) {
-        long got = syscall(SYS_getdents64, fd, dents, sizeof dents);
-        if (got <= 0)
-            break;
-        for (long off = 0; off < got;) {
-            struct dirent64* d = (struct dirent64*)(dents + off);
-            off += d->d_reclen;
-            int tid = 0;
-            for (const char* c = d->d_name; *c >= '0' && *c <= '9'; c++)
-                tid = tid * 10 + (*c - '0');
-            if (tid <= 0 || tid == self_tid || tid == writer)
-                continue;
-            if (tid == pid && thread_task_has_exited(tid))
-                continue; // main's pthread_exit: a zombie until the process ends, takes no signal
-            if (out && n < max) {
-                out[n].tid = tid;
-                atomic_store(&out[n].is_parked, 0);
-            }
-            n++;
-        }
+typedef struct listing_s {
+    int self, writer, pid;
+    parked_t* out;
+    int max, n;
+} listing_t;
+
+static void list_one(int tid, void* arg) {
+    listing_t* l = arg;
+    if (tid == l->self || tid == l->writer)
+        return;
+    if (tid == l->pid && thread_task_has_exited(tid))
+        return; // main's pthread_exit: a zombie until the process ends, takes no signal
+    if (l->out && l->n < l->max) {
+        l->out[l->n].tid = tid;
+        atomic_store(&l->out[l->n].is_parked, 0);
     }
-    close(fd);
-    return n;
+    l->n++;
+}
+
+static int list_other_threads(int self_tid, parked_t* out, int max) {
+    listing_t l = {self_tid, writer_thread_id(), (int)getpid(), out, max, 0};
+    os_for_each_task(list_one, &l);
+    return l.n;
 }
 
 // Other threads go on running (no memory to stop them): the heap may change under the scan.

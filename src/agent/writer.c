@@ -734,33 +734,25 @@ static void* writer_stack(void) {
 // alone, and a short program that exits at once would otherwise wait for the scheduler to run
 // the writer (1-10 ms per process on a busy machine). When this thread is the only other task,
 // the new one is the writer; else its own first step says (writer_main).
+typedef struct others_s {
+    int self, other, count;
+} others_t;
+
+static void note_other(int tid, void* arg) {
+    others_t* o = arg;
+    if (tid != o->self) {
+        o->other = tid;
+        o->count++;
+    }
+}
+
 static void note_writer_tid(void) {
     if (atomic_load(&writer_tid))
         return;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
-                          O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char dents[1024];
-    int self = os_gettid(), other = 0, others = 0;
-    long got;
-    while ((got = syscall(SYS_getdents64, fd, dents, sizeof dents)) > 0 && others < 2) {
-        for (long off = 0; off < got;) {
-            struct dirent64* d = (struct dirent64*)(dents + off);
-            off += d->d_reclen;
-            int tid = 0;
-            for (const char* c = d->d_name; *c >= '0' && *c <= '9'; c++)
-                tid = tid * 10 + (*c - '0');
-            if (tid > 0 && tid != self) {
-                other = tid;
-                others++;
-            }
-        }
-    }
-    close(fd);
+    others_t o = {os_gettid(), 0, 0};
     int none = 0;
-    if (others == 1)
-        atomic_compare_exchange_strong(&writer_tid, &none, other);
+    if (os_for_each_task(note_other, &o) > 0 && o.count == 1)
+        atomic_compare_exchange_strong(&writer_tid, &none, o.other);
 }
 
 int writer_start(void) {
