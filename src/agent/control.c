@@ -239,7 +239,9 @@ static void answer_events(void) {
 // from then on.
 static uint64_t last_scan_epoch;
 
-static void answer_scan(int only_new) {
+enum scan_which { SCAN_ALL, SCAN_NEW, SCAN_LOST };
+
+static void answer_scan(enum scan_which which) {
     if (atomic_load(&hl_phase) != HL_ON) {
         reply("error tracing is stopped (start begins a new trace)");
         return;
@@ -253,20 +255,22 @@ static void answer_scan(int only_new) {
     uint32_t since = (uint32_t)since64;
     if (since64 && !epoch_is_valid64(since64))
         since = epoch_floor() + 1; // older than the epochs kept apart: what they still tell
-    if (!only_new || !since64)
+    if (which != SCAN_NEW || !since64)
         since = 0;
-    if (writer_scan_now_locked(NULL, since, &t) != 0) {
+    hl_scan_request_t req = {.since_epoch = since, .only_lost = which == SCAN_LOST, .tally = &t};
+    if (writer_scan_now_locked(NULL, &req) != 0) {
         reply("error not every thread of the program could be stopped: no scan");
         return;
     }
     hl_fmt(out, sizeof out,
            "ok scan time=%ld blocks=%lu definite=%lu/%lu indirect=%lu/%lu possible=%lu/%lu "
-           "reachable=%lu/%lu",
+           "reachable=%lu/%lu lost_before=%lu lost_gone=%lu",
            (long)at, (unsigned long)t.judged, (unsigned long)t.bytes[HL_LEAK_DEFINITE],
            (unsigned long)t.blocks[HL_LEAK_DEFINITE], (unsigned long)t.bytes[HL_LEAK_INDIRECT],
            (unsigned long)t.blocks[HL_LEAK_INDIRECT], (unsigned long)t.bytes[HL_LEAK_POSSIBLE],
            (unsigned long)t.blocks[HL_LEAK_POSSIBLE], (unsigned long)t.bytes[HL_LEAK_REACHABLE],
-           (unsigned long)t.blocks[HL_LEAK_REACHABLE]);
+           (unsigned long)t.blocks[HL_LEAK_REACHABLE], (unsigned long)t.lost_before,
+           (unsigned long)t.lost_gone);
     reply(out);
 }
 
@@ -285,7 +289,14 @@ static void execute(const char* cmd) {
         writer_flush_locked();
         reply("ok");
     } else if (is_word(cmd, "scan", &rest)) {
-        answer_scan(!strcmp(rest, "new"));
+        if (!rest[0] || !strcmp(rest, "all"))
+            answer_scan(SCAN_ALL);
+        else if (!strcmp(rest, "new"))
+            answer_scan(SCAN_NEW);
+        else if (!strcmp(rest, "leak"))
+            answer_scan(SCAN_LOST);
+        else
+            reply("error scan takes all, new or leak");
     } else if (is_word(cmd, "mark", &rest)) {
         if (nmarks == HL_CONTROL_MARKS) {
             reply("error no marks left");

@@ -26,6 +26,7 @@
 #include "errors.h"
 #include "live.h"
 #include "log.h"
+#include "lost_set.h"
 #include "modules.h"
 #include "options.h"
 #include "real.h"
@@ -94,6 +95,7 @@ void agent_fork_child(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
     live_reset_after_fork();
+    lost_set_clear(); // the child's trace has reported nothing yet
     hoard_reset_after_fork();
     gpage_reset_after_fork();
     epoch_reset_after_fork();
@@ -254,6 +256,7 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
 // threads' rings).
 void agent_session_reset(void) {
     live_clear();
+    lost_set_clear();
     writer_session_reset();
     modules_reset();
     atomic_store(&finishing, 0);

@@ -22,6 +22,7 @@
 #include "epoch.h"
 #include "live.h"
 #include "log.h"
+#include "lost_set.h"
 #include "modules.h"
 #include "options.h"
 #include "os.h"
@@ -831,26 +832,55 @@ static void emit_scan(hl_enc_t* enc, int flags, size_t n) {
     }
 }
 
-// Verdicts, in address order.
+static int is_lost(uint8_t kind) {
+    return kind == HL_LEAK_DEFINITE || kind == HL_LEAK_INDIRECT || kind == HL_LEAK_POSSIBLE;
+}
+
+// Is block i listed by this scan? Every block is judged (the same roots), but a check of the new
+// blocks lists those made since its epoch, and a re-check of the lost ones those an earlier scan
+// reported lost.
+static int is_listed(const scan_blocks_t* b, size_t i, const hl_scan_request_t* req,
+                     uint32_t now, int was_lost) {
+    if (req->only_lost)
+        return was_lost;
+    return !req->since_epoch ||
+           epoch_is_since(epoch_expand_at(now, b->raw_epochs[b->order[i]]), req->since_epoch);
+}
+
+// Verdicts, in address order. The lost set becomes the blocks lost now that this scan listed or
+// an earlier one reported: what a later re-check looks at.
 static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_request_t* req) {
     hl_scan_tally_t* tally = req->tally;
     uint32_t now = epoch_now();
+    size_t nlost = 0;
+    for (size_t i = 0; i < b->n; i++)
+        nlost += !b->raw_internal[b->order[i]] && !b->unreadable[i] && is_lost(b->kind[i]);
+    int keeps_set = lost_set_begin(nlost) == 0; // no memory: the old set stays as it was
+    size_t lost_before = lost_set_count(), lost_found = 0;
+    hl_lost_cursor_t cursor = {0};
+    int can_write = 1;
     enc->last_verdict_addr = 0;
     for (size_t i = 0; i < b->n; i++) {
         uint32_t o = b->order[i];
         if (b->raw_internal[o] || b->unreadable[i])
             continue;
-        if (req->since_epoch &&
-            !epoch_is_since(epoch_expand_at(now, b->raw_epochs[o]), req->since_epoch))
-            continue; // judged with the rest, but older than the check asks about
+        int was_lost = lost_set_has(&cursor, b->starts[i], b->raw_stacks[o], b->raw_epochs[o]);
+        lost_found += was_lost;
+        int listed = is_listed(b, i, req, now, was_lost);
+        if (keeps_set && is_lost(b->kind[i]) && (listed || was_lost))
+            lost_set_add(b->starts[i], b->raw_stacks[o], b->raw_epochs[o]);
+        if (!listed || !can_write)
+            continue; // judged with the rest, but not what the check asks about
         if (tally && b->kind[i] < HL_LEAK_COUNT) {
             tally->bytes[b->kind[i]] += b->sizes[i];
             tally->blocks[b->kind[i]]++;
             tally->judged++;
         }
         writer_flush_if_large_locked();
-        if (enc_reserve(enc, 64) != 0)
-            break;
+        if (enc_reserve(enc, 64) != 0) {
+            can_write = 0;
+            continue;
+        }
         enc_tag(enc, REC_VERDICT);
         enc_u(enc, b->kind[i]);
         enc_s(enc, (int64_t)(b->starts[i] - enc->last_verdict_addr));
@@ -868,6 +898,12 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
         } else {
             enc_u(enc, 0);
         }
+    }
+    if (keeps_set)
+        lost_set_commit();
+    if (tally) {
+        tally->lost_before = lost_before;
+        tally->lost_gone = lost_before - lost_found;
     }
 }
 
@@ -928,7 +964,8 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
         debug_reachable(&b, &rs);
     emit_scan(enc,
               (req->all_stopped ? HL_SCAN_ALL_THREADS : 0) | at_exit |
-                  (req->since_epoch ? HL_SCAN_ONLY_NEW : 0),
+                  (req->since_epoch ? HL_SCAN_ONLY_NEW : 0) |
+                  (req->only_lost ? HL_SCAN_ONLY_LOST : 0),
               n);
     emit_verdicts(enc, &b, req);
     os_unmap(rs.r, rs.cap * sizeof(lc_range_t));

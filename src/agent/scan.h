@@ -28,13 +28,16 @@ void scan_resume_world(void);
 // What a scan found, by kind (HL_LEAK_*): the blocks it judged, the agent's own left out.
 typedef struct hl_scan_tally_s {
     uint64_t bytes[HL_LEAK_COUNT], blocks[HL_LEAK_COUNT];
-    uint64_t judged;
+    uint64_t judged;      // blocks listed
+    uint64_t lost_before; // blocks earlier scans reported lost (lost_set.h)
+    uint64_t lost_gone;   // of those, released since
 } hl_scan_tally_t;
 
 typedef struct hl_scan_request_s {
     int all_stopped;       // every other thread parked with its registers
     int at_exit;           // the process ends: the trace's last scan
     uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block)
+    int only_lost;         // list only the blocks earlier scans reported lost (lost_set.h)
     hl_scan_tally_t* tally; // filled when given
 } hl_scan_request_t;
 

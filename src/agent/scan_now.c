@@ -20,7 +20,7 @@ int scan_now(uint32_t since_epoch, hl_scan_counts_t* counts) {
     hl_scan_tally_t tally;
     memset(&tally, 0, sizeof tally);
     writer_lock();
-    int rc = writer_scan_now_locked(&self, since_epoch, &tally);
+    int rc = writer_scan_now_locked(&self, &(hl_scan_request_t){.since_epoch = since_epoch, .tally = &tally});
     writer_unlock();
     t->busy = was_busy;
     if (rc != 0) {

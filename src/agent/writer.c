@@ -974,16 +974,16 @@ int writer_start_again_locked(void) {
 // its block is judged by the scan as it is in the live table, and its event follows the scan.
 // The writer's own stack and registers are the agent's: its roots are none (the program's
 // threads are all parked, with theirs).
-int writer_scan_now_locked(const hl_thread_roots_t* self, uint32_t since_epoch,
-                           hl_scan_tally_t* tally) {
+int writer_scan_now_locked(const hl_thread_roots_t* self, const hl_scan_request_t* what) {
     // The epoch lock is not taken: a thread parked inside a rebase leaves some blocks older
     // than the floor relabelled and some not, and either label reads as older than any check
     // still told apart (since_epoch is after the floor).
     if (atomic_load(&hl_phase) != HL_ON || stop_world_drained(0) != 0)
         return -1;
     hl_thread_roots_t none = {0};
-    scan_run_with(&enc, self ? self : &none,
-                  &(hl_scan_request_t){.all_stopped = 1, .since_epoch = since_epoch, .tally = tally});
+    hl_scan_request_t req = *what;
+    req.all_stopped = 1;
+    scan_run_with(&enc, self ? self : &none, &req);
     scan_resume_world();
     flush_chunk();
     return 0;

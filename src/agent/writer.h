@@ -41,11 +41,11 @@ void writer_flush_locked(void); // drain everything, write it out (writer lock h
 // writes SCAN and VERDICT records, resumes, writes them out. 0, or -1 when not every thread
 // would stop (nothing written then).
 // From a program thread (heaplens_leak_check), self is its roots (scan_prepare_caller); from the
-// writer, NULL. since_epoch: list only the blocks made from that epoch on (0: all).
-struct hl_scan_tally_s;
+// writer, NULL. what: which blocks the scan lists, and its tally (all_stopped is set here).
+struct hl_scan_request_s;
 struct hl_thread_roots_s;
-int writer_scan_now_locked(const struct hl_thread_roots_s* self, uint32_t since_epoch,
-                           struct hl_scan_tally_s* tally);
+int writer_scan_now_locked(const struct hl_thread_roots_s* self,
+                           const struct hl_scan_request_s* what);
 // On the writer thread (control.c), lock held. stop: the trace ends as at exit (the scan, END
 // "stop"), the hooks pass calls through; start: a new trace in a new file, beginning with the
 // blocks live now. 0, or -1 (not in the phase for it, or not every thread would stop).

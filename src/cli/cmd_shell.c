@@ -53,8 +53,9 @@ static const char shell_help[] =
     "status                 the process, its heap now (totals, peak), its trace\n"
     "top [N] [sort KEY]     the N biggest call sites (KEY: allocations, bytes, peak, leaked,\n"
     "                       temporary)\n"
-    "leaks [new]            scan the running process for leaks now; the leak records (new:\n"
-    "                       only of the blocks made since the previous scan)\n"
+    "leaks [new|leak]       scan the running process for leaks now; the leak records (new:\n"
+    "                       only of the blocks made since the previous scan; leak: only of\n"
+    "                       those earlier scans found lost: still lost, or reachable again)\n"
     "mark                   mark this moment: prints the mark's number\n"
     "since MARK [N]         what is still live from after MARK, by call site\n"
     "dump FILE              the report of now: FILE.html a page, anything else JSON\n"
@@ -171,13 +172,14 @@ static void cmd_top(shell_t* s, char* args) {
 }
 
 static void cmd_leaks(shell_t* s, char* args) {
-    char ans[SHELL_LINE], when[32];
-    int only_new = !strcmp(args, "new");
-    if (args[0] && strcmp(args, "all") != 0 && !only_new) {
-        printf("leaks: expected `leaks`, `leaks all` or `leaks new`, got '%s'\n", args);
+    char ans[SHELL_LINE], when[32], before[32], gone[32];
+    int only_new = !strcmp(args, "new"), only_lost = !strcmp(args, "leak");
+    if (args[0] && strcmp(args, "all") != 0 && !only_new && !only_lost) {
+        printf("leaks: expected `leaks`, `leaks all`, `leaks new` or `leaks leak`, got '%s'\n",
+               args);
         return;
     }
-    if (ask(s, only_new ? "scan new" : "scan", ans, sizeof ans) != 0 ||
+    if (ask(s, only_new ? "scan new" : only_lost ? "scan leak" : "scan", ans, sizeof ans) != 0 ||
         field(ans, "time", when, sizeof when) != 0)
         return;
     s->last_scan_ns = strtoll(when, NULL, 10);
@@ -185,9 +187,10 @@ static void cmd_leaks(shell_t* s, char* args) {
     if (cli_trace_open(&t, s->trace, &s->report) != 0)
         return;
     report_opts_t ro = {
-        // `new`: the older blocks were judged too, but are not listed (not "unscanned")
-        .show_kinds = only_new ? s->report.show_kinds & ~(1u << HL_KIND_UNSCANNED)
-                               : s->report.show_kinds,
+        // `new` and `leak`: the other blocks were judged too, but are not listed (not
+        // "unscanned")
+        .show_kinds = only_new || only_lost ? s->report.show_kinds & ~(1u << HL_KIND_UNSCANNED)
+                                            : s->report.show_kinds,
         .max_records = 25,
         .supp = t.supp,
         .trace_path = s->trace,
@@ -195,7 +198,12 @@ static void cmd_leaks(shell_t* s, char* args) {
         .is_live = 1,
     };
     printf("scan at %.3f ms%s\n", (double)s->last_scan_ns / 1e6,
-           only_new ? ": the blocks made since the previous scan" : "");
+           only_new ? ": the blocks made since the previous scan"
+           : only_lost ? ": the blocks earlier scans found lost, looked at again"
+                       : "");
+    if (only_lost && field(ans, "lost_before", before, sizeof before) == 0 &&
+        field(ans, "lost_gone", gone, sizeof gone) == 0)
+        printf("%s found lost before, %s of them released since\n", before, gone);
     report_text(stdout, t.ctx, &ro);
     fflush(stdout);
     cli_trace_close(&t);
@@ -346,7 +354,7 @@ static int complete_word(const char* line, size_t word, size_t len, const char**
     const char* const* words = NULL;
     size_t nwords = 0;
     static const char* const after_top[] = {"sort"};
-    static const char* const after_leaks[] = {"all", "new"};
+    static const char* const after_leaks[] = {"all", "leak", "new"};
     if (word == 0) {
         words = shell_commands;
         nwords = sizeof shell_commands / sizeof *shell_commands;
@@ -358,7 +366,7 @@ static int complete_word(const char* line, size_t word, size_t len, const char**
         nwords = 1;
     } else if (!strncmp(line, "leaks ", 6)) {
         words = after_leaks;
-        nwords = 2;
+        nwords = sizeof after_leaks / sizeof *after_leaks;
     }
     int n = 0;
     for (size_t i = 0; i < nwords && n < max; i++)

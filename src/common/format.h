@@ -244,6 +244,8 @@ enum hl_scan_flags {
     HL_SCAN_NO_MEMORY = 4, // the scan could not get the memory it needs: no VERDICT follows
     HL_SCAN_ONLY_NEW = 8,  // VERDICTs only for the blocks made since an earlier check; the
                            // others were judged too (the same roots), but are not listed
+    HL_SCAN_ONLY_LOST = 16, // VERDICTs only for the blocks earlier scans reported lost (and
+                            // not released since); the others judged, not listed
 };
 
 // DETACH: heaplens detach (or attach's --duration) ended the trace; STOP: a `stop` command of

@@ -200,6 +200,58 @@ fi
 stop nocontrol
 
 # ---------------------------------------------------------------------------------------------
+# leaks leak: only the blocks earlier scans reported lost, judged again (relink.c: 10 lost blocks
+# linked back in, 2 of 5 released, 4 new leaks the re-check must not list until a full scan saw
+# them)
+# ---------------------------------------------------------------------------------------------
+# sh_leaks FILE KIND: "BYTES/BLOCKS" of that summary line (definitely lost, still reachable)
+sh_sum() { sed -n "s/^==heaplens== *$2: \([0-9]*\) bytes in \([0-9]*\) blocks.*/\1\/\2/p" "$1" | head -1; }
+d=$WORK/relink
+mkdir -p "$d"
+(cd "$d" && timeout -k 5 120 "$HL" run -q -o "$d/t.hl" -- "$PROGS/relink" "$d" >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+RUNS+=("$!")
+PID=""
+for _ in $(seq 1 250); do
+    [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && break
+    PID=""
+    sleep 0.02
+done
+if [ -z "$PID" ]; then
+    fail "leaks leak: relink starts" "$(head -c 300 "$d/err")"
+else
+    shell relink 'leaks leak\n'
+    ok "leaks leak before any scan: nothing found lost before" "$(cat "$SH")" \
+        grep -q "^0 found lost before, 0 of them released since" "$SH"
+    shell relink 'leaks\n'
+    ok "leaks: groups A and B definitely lost (600 B in 15)" "$(grep 'lost' "$SH")" \
+        [ "$(sh_sum "$SH" 'definitely lost')" = 600/15 ]
+    touch "$d/step"
+    for _ in $(seq 1 250); do [ -e "$d/stepped" ] && break; sleep 0.02; done
+    shell relink 'leaks leak\n'
+    L1=$SH
+    ok "leaks leak: 15 found lost before, 2 of them released since" "$(grep found "$L1")" \
+        grep -q "^15 found lost before, 2 of them released since" "$L1"
+    ok "leaks leak: the relinked 10 read still reachable now" "$(grep reachable "$L1")" \
+        [ "$(sh_sum "$L1" 'still reachable')" = 480/10 ]
+    ok "leaks leak: B's other 3 still lost, the 4 new leaks not listed" "$(grep 'lost' "$L1")" \
+        [ "$(sh_sum "$L1" 'definitely lost')" = 72/3 ]
+    shell relink 'leaks leak\nleaks\nleaks leak\n'
+    ok "leaks leak again: only the 3 still lost are looked at" "$(grep found "$SH")" \
+        grep -q "^3 found lost before, 0 of them released since" "$SH"
+    ok "leaks, then leaks leak: the new leaks are in the set once a full scan listed them" \
+        "$(grep found "$SH")" grep -q "^7 found lost before, 0 of them released since" "$SH"
+    ok "leaks leak: C (384 B in 4) and B's 3 (72 B) definitely lost" "$(grep 'lost' "$SH" | tail -4)" \
+        [ "$(grep -c '456 bytes in 7 blocks' "$SH")" = 2 ]
+    shell relink 'leaks lost\n'
+    ok "leaks with a wrong word: one line saying what it takes" "$(cat "$SH")" \
+        grep -q "^leaks: expected \`leaks\`, \`leaks all\`, \`leaks new\` or \`leaks leak\`, got 'lost'" "$SH"
+    touch "$d/stop"
+    for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
+    ok "relink: its output and exit status unharmed" "$(cat "$d/out" "$d/status")" \
+        [ "$(cat "$d/out")" = relinked ] && [ "$(cat "$d/status")" = 0 ]
+fi
+
+# ---------------------------------------------------------------------------------------------
 # watch: a block the server releases once DIR/late exists, said with where (host-side symbols)
 # ---------------------------------------------------------------------------------------------
 if start watch 0; then
