@@ -46,7 +46,7 @@ _heaplens() {
     server) words="--listen -o --token --count --duration -q --quiet -h --help" ;;
     attach) words="-o --output -d --depth --duration --no-scan $report" ;;
     detach) words="$report" ;;
-    shell) words="--socket --show-leak-kinds= --suppressions= --sysroot --debug-dir -h --help" ;;
+    shell) words="--socket --token --show-leak-kinds= --suppressions= --sysroot --debug-dir -h --help" ;;
     memcheck) words="--leak-check=no --leak-check=summary --leak-check=full --show-leak-kinds=
         --errors-for-leak-kinds= --show-reachable=yes --show-possibly-lost=no --error-exitcode=
         --log-file= --log-fd= --log-socket= --xml=yes --xml-file= --xml-fd= --xml-socket=

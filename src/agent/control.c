@@ -46,11 +46,18 @@ static int is_enabled;
 static char dir_path[sizeof(((struct sockaddr_un*)0)->sun_path) - 16]; // room for "/ctl.PID"
 static char sock_path[sizeof(((struct sockaddr_un*)0)->sun_path)];
 static hl_sink_t listener = {.fd = -1}; // sink.c's descriptor handling: high, checked before use
-static hl_sink_t client = {.fd = -1};
+// A connection commands come on: the local shell's, or the link through the collector.
+typedef struct peer_s {
+    hl_sink_t s;
+    char line[HL_CONTROL_LINE];
+    size_t line_len;
+} peer_t;
+static peer_t client = {.s.fd = -1};   // heaplens shell PID, on this host
+static peer_t upstream = {.s.fd = -1}; // heaplens shell ADDR PID, relayed by the collector
+static peer_t* serving = &client;      // whose command runs: the answer goes there
+static int upstream_pid;               // the process the link was tried for (0: not yet)
 static int open_pid;   // the process the socket was made for (0: none yet)
 static int has_failed; // no socket for this process: not tried again
-static char line[HL_CONTROL_LINE];
-static size_t line_len;
 static int64_t marks[HL_CONTROL_MARKS]; // trace time of each mark, by number - 1
 static unsigned nmarks;
 static _Atomic int has_had_client; // a client connected once (run --wait waits for it)
@@ -141,16 +148,20 @@ static int open_socket(int pid) {
     return 0;
 }
 
+static void drop_peer(peer_t* p) {
+    sink_fd_close(&p->s);
+    p->line_len = 0;
+}
+
 static void drop_client(void) {
-    sink_fd_close(&client);
-    line_len = 0;
+    drop_peer(serving);
 }
 
 static void reply(const char* text) {
     size_t len = strlen(text);
     // The answer fits the socket's buffer; a client that leaves it unread is dropped.
-    if (send(client.fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len ||
-        send(client.fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+    if (send(serving->s.fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len ||
+        send(serving->s.fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
         drop_client();
 }
 
@@ -349,7 +360,8 @@ static void execute(const char* cmd) {
         hl_fmt(out, sizeof out, "ok depth=%lu from the next trace", n);
         reply(out);
     } else if (is_word(cmd, "quit", &rest)) {
-        drop_client();
+        if (serving == &client) // the collector's link stays for the next shell
+            drop_client();
     } else {
         hl_fmt(out, sizeof out, "error unknown command '%s'", cmd);
         reply(out);
@@ -368,8 +380,8 @@ static void take_client(void) {
         close(c);
         return;
     }
-    sink_fd_take(&client, c);
-    line_len = 0;
+    sink_fd_take(&client.s, c);
+    client.line_len = 0;
     atomic_store(&has_had_client, 1);
     os_futex_wake(&has_had_client, 1);
 }
@@ -380,6 +392,60 @@ void control_wait_for_client(void) {
     hl_log("waiting for `heaplens shell %d` before the program starts (--wait)", (int)getpid());
     while (!atomic_load(&has_had_client))
         os_futex_wait(&has_had_client, 0, -1);
+}
+
+// Runs every complete command p sent; never waits for more.
+static void serve(peer_t* p) {
+    serving = p;
+    while (p->s.fd >= 0) {
+        ssize_t n = recv(p->s.fd, p->line + p->line_len, sizeof p->line - p->line_len,
+                         MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            drop_peer(p);
+            break;
+        }
+        if (n < 0)
+            break;
+        p->line_len += (size_t)n;
+        char* nl;
+        while (p->s.fd >= 0 && (nl = memchr(p->line, '\n', p->line_len)) != NULL) {
+            *nl = 0;
+            if (nl > p->line && nl[-1] == '\r')
+                nl[-1] = 0;
+            execute(p->line);
+            size_t used = (size_t)(nl + 1 - p->line);
+            memmove(p->line, nl + 1, p->line_len - used);
+            p->line_len -= used;
+        }
+        if (p->line_len == sizeof p->line) {
+            reply("error command too long");
+            drop_peer(p);
+        }
+    }
+    serving = &client;
+}
+
+// A trace sent to a collector: once per process, a second connection to it, greeted with
+// "HEAPLENS-CONTROL PID", on which the collector relays a shell's commands (heaplens shell ADDR
+// PID on the collector's host, which reads the trace the collector writes). A collector that
+// cannot be reached leaves the local socket alone in service.
+static void link_upstream(int pid) {
+    upstream_pid = pid;
+    char where[HL_SINK_WHERE];
+    sink_describe(where, sizeof where);
+    if (!hl_opt.remote[0] || where[0] != '@')
+        return; // no collector, or the trace fell back to a local file
+    char greeting[48];
+    hl_fmt(greeting, sizeof greeting, "HEAPLENS-CONTROL %d\n", pid);
+    hl_sink_t link = {.fd = -1};
+    int fd = sink_socket_connect(&link, greeting);
+    if (fd < 0) {
+        hl_log("no shell through the collector at %s: %s", hl_opt.remote,
+               link.why ? link.why : strerror(-fd));
+        return;
+    }
+    sink_fd_take(&upstream.s, fd);
+    upstream.line_len = 0;
 }
 
 void control_poll(void) {
@@ -398,39 +464,24 @@ void control_poll(void) {
         has_failed = 1;
         return;
     }
-    if (client.fd >= 0 && !sink_fd_is_own(&client))
-        client.fd = -1;
-    if (client.fd < 0)
+    if (client.s.fd >= 0 && !sink_fd_is_own(&client.s))
+        client.s.fd = -1;
+    if (client.s.fd < 0)
         take_client();
-    while (client.fd >= 0) {
-        ssize_t n = recv(client.fd, line + line_len, sizeof line - line_len, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-            drop_client();
-            return;
-        }
-        if (n < 0)
-            return;
-        line_len += (size_t)n;
-        char* nl;
-        while (client.fd >= 0 && (nl = memchr(line, '\n', line_len)) != NULL) {
-            *nl = 0;
-            if (nl > line && nl[-1] == '\r')
-                nl[-1] = 0;
-            execute(line);
-            size_t used = (size_t)(nl + 1 - line);
-            memmove(line, nl + 1, line_len - used);
-            line_len -= used;
-        }
-        if (line_len == sizeof line) {
-            reply("error command too long");
-            drop_client();
-        }
-    }
+    serve(&client);
+    if (upstream_pid != pid)
+        link_upstream(pid);
+    if (upstream.s.fd >= 0 && !sink_fd_is_own(&upstream.s))
+        upstream.s.fd = -1;
+    serve(&upstream);
 }
 
 void control_close(void) {
+    if (upstream_pid && upstream_pid == (int)getpid())
+        drop_peer(&upstream);
+    upstream_pid = 0;
     if (open_pid && open_pid == (int)getpid()) {
-        drop_client();
+        drop_peer(&client);
         if (sink_fd_is_own(&listener))
             sink_fd_close(&listener);
         unlink(sock_path);
@@ -440,9 +491,12 @@ void control_close(void) {
 
 void control_after_fork(void) {
     last_scan_epoch = 0;
-    sink_fd_close(&client); // the parent's: closing the child's copies leaves the parent's
+    // the parent's: closing the child's copies leaves the parent's
+    sink_fd_close(&client.s);
+    sink_fd_close(&upstream.s);
     sink_fd_close(&listener);
-    line_len = 0;
+    client.line_len = upstream.line_len = 0;
+    upstream_pid = 0;
     open_pid = 0;
     has_failed = 0;
     nmarks = 0;

@@ -46,6 +46,10 @@ void sink_fd_close(hl_sink_t* s);
 
 extern const hl_sink_ops_t hl_sink_file;   // sink_file.c
 extern const hl_sink_ops_t hl_sink_socket; // sink_socket.c
+// A connection to the collector HEAPLENS_REMOTE names, its token line sent, then greeting: the
+// descriptor (not yet taken), or -errno (s->why, s->where as for open). The control socket's
+// link through the collector uses it too (control.c).
+int sink_socket_connect(hl_sink_t* s, const char* greeting);
 
 // The front (sink.c). The socket sink when HEAPLENS_REMOTE names a collector, else the file.
 int sink_open(void); // the sink and the trace's header: 0, or -1 (said why; tracing stops)

@@ -173,8 +173,7 @@ static int send_token(hl_sink_t* s, int fd) {
     return send_all(fd, line, at + (size_t)n + 1);
 }
 
-static int socket_open(hl_sink_t* s, int pid) {
-    (void)pid; // the collector names the trace: the stream's INFO says whose it is
+int sink_socket_connect(hl_sink_t* s, const char* greeting) {
     s->why = NULL;
     s->failed_to = "reach";
     size_t n = strlen(hl_opt.remote);
@@ -195,11 +194,23 @@ static int socket_open(hl_sink_t* s, int pid) {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         rc = send_token(s, fd);
     }
-    if (rc == 0) {
-        uint8_t header[HL_FILE_HEADER_SIZE];
-        chunk_file_header(header);
-        rc = send_all(fd, header, sizeof header);
+    if (rc == 0)
+        rc = send_all(fd, greeting, strlen(greeting));
+    if (rc != 0) {
+        close(fd);
+        return rc;
     }
+    return fd;
+}
+
+static int socket_open(hl_sink_t* s, int pid) {
+    (void)pid; // the collector names the trace: the stream's INFO says whose it is
+    int fd = sink_socket_connect(s, "");
+    if (fd < 0)
+        return fd;
+    uint8_t header[HL_FILE_HEADER_SIZE];
+    chunk_file_header(header);
+    int rc = send_all(fd, header, sizeof header);
     if (rc != 0) {
         close(fd);
         return rc;

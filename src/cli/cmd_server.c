@@ -35,37 +35,7 @@
 #include "cli.h"
 #include "rundir.h"
 
-#define SERVER_MAX_CONNS 256    // targets streaming at once; more wait in the listen backlog
-#define SERVER_BUF_BYTES 65536  // one read per connection per poll round
-#define TOKEN_MAX 256           // a token file's content, and the token line's length bound
-#define TOKEN_WAIT_MS 5000      // a connection that sends no token line by then is dropped
-#define TOKEN_PREFIX "HEAPLENS-TOKEN "
-
-typedef struct conn_s {
-    int fd;        // the socket, or -1 when the slot is free
-    int out;       // the partial trace (.part file), or -1 before the token is through
-    char part[64]; // its name in the directory
-    char peer[96];
-    uint64_t bytes;
-    char line[TOKEN_MAX + sizeof TOKEN_PREFIX + 2]; // the token line as it arrives
-    size_t line_len;
-    int64_t opened_ms;
-} conn_t;
-
-typedef struct server_s {
-    int listen_fd;
-    int dir_fd;
-    rundir_t own_dir; // the socket's directory when unix: alone asked for one
-    const char* dir;
-    char unix_path[sizeof(((struct sockaddr_un*)0)->sun_path)]; // removed at the end
-    char token[TOKEN_MAX];
-    size_t token_len; // 0: no token asked
-    int is_quiet;
-    long want_traces; // stop after this many (0: never)
-    long done_traces;
-    uint64_t next_part;
-    conn_t conns[SERVER_MAX_CONNS];
-} server_t;
+#include "server.h"
 
 static volatile sig_atomic_t server_stop;
 static void on_stop(int sig) {
@@ -304,6 +274,7 @@ static void name_trace(server_t* s, conn_t* c) {
 }
 
 static void conn_close(server_t* s, conn_t* c, int keep) {
+    relay_closing(c);
     close(c->fd);
     c->fd = -1;
     if (c->out >= 0) {
@@ -385,6 +356,17 @@ static void conn_read(server_t* s, conn_t* c) {
         if (rc == 0)
             return;
     }
+    if (c->kind != CONN_TRACE) {
+        size_t used;
+        int rc = relay_take(s, c, buf + off, (size_t)n - off, &used);
+        if (rc < 0) {
+            conn_close(s, c, 0);
+            return;
+        }
+        if (rc == 0)
+            return;
+        off += used; // a trace: its first bytes are in c->head
+    }
     if (c->out < 0) {
         c->out = open_part(s, c);
         if (c->out < 0) {
@@ -393,13 +375,15 @@ static void conn_read(server_t* s, conn_t* c) {
             return;
         }
     }
-    if (off < (size_t)n && write_all(c->out, buf + off, (size_t)n - off) != 0) {
+    if ((c->head_len && write_all(c->out, c->head, c->head_len) != 0) ||
+        (off < (size_t)n && write_all(c->out, buf + off, (size_t)n - off) != 0)) {
         cli_error("server: %s/%s: %s: the trace from %s is cut here", s->dir, c->part,
                   strerror(errno), c->peer);
         conn_close(s, c, 1);
         return;
     }
-    c->bytes += (size_t)n - off;
+    c->bytes += c->head_len + (size_t)n - off;
+    c->head_len = 0;
 }
 
 static void conn_accept(server_t* s) {
@@ -420,6 +404,8 @@ static void conn_accept(server_t* s) {
     c->fd = fd;
     c->out = -1;
     c->opened_ms = now_ms();
+    c->serial = ++s->next_serial;
+    c->is_unix = sa.ss_family == AF_UNIX;
     if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
         char host[INET6_ADDRSTRLEN] = "?";
         int port = 0;

@@ -7,6 +7,8 @@
 // Interactive on a terminal (a prompt; `help` lists the commands), scriptable from stdin.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,16 +33,22 @@ typedef struct shell_s {
     char trace[PATH_MAX]; // what the shell reads: /proc/PID/fd/N, or the trace's path
     cli_report_opts_t report;
     int64_t last_scan_ns; // the previous scan's time (-1: none yet)
+    const char* collector; // the collector relaying to the process (unix:PATH, tcp:HOST:PORT)
 } shell_t;
 
 void cli_usage_shell(FILE* out) {
     fputs("usage: heaplens shell [options] PID\n"
+          "       heaplens shell [options] ADDR [PID]\n"
           "Talk to a process heaplens traces while it runs: scan it for leaks, see its biggest\n"
           "call sites, mark a moment and see what is still live from after it. Commands come\n"
-          "from the terminal (a prompt) or from standard input, one per line.\n"
+          "from the terminal (a prompt) or from standard input, one per line. With ADDR (unix:PATH\n"
+          "or tcp:HOST:PORT), through the `heaplens server` there, to a process that sends it its\n"
+          "trace (run --remote ADDR), on this host or another; the reports are made here, from\n"
+          "the trace the collector writes. ADDR alone lists those processes.\n"
           "shell options:\n"
           "  --socket PATH            the process's control socket (default:\n"
           "                           $TMPDIR/heaplens-UID/ctl.PID, TMPDIR defaulting to /tmp)\n"
+          "  --token FILE             the collector's secret (its --token), for ADDR over TCP\n"
           "  --show-leak-kinds=LIST   as report's, for `leaks`\n"
           "  --suppressions=FILE      as report's\n"
           "  --sysroot DIR, --debug-dir DIR   as report's\n"
@@ -139,13 +147,15 @@ static int run_report(shell_t* s, const char* const* args, int nargs) {
 static void cmd_status(shell_t* s) {
     // The heap's numbers are the summary's, from the trace: counting the live table would walk
     // every block with the writer held (100 ms at a million).
-    char ans[SHELL_LINE], threads[32], tracing[32], where[PATH_MAX];
+    char ans[SHELL_LINE], threads[32], tracing[32], where[PATH_MAX + 1100];
     if (ask(s, "status", ans, sizeof ans) != 0)
         return;
     if (field(ans, "threads", threads, sizeof threads) ||
         field(ans, "tracing", tracing, sizeof tracing) || field(ans, "trace", where, sizeof where))
         return;
     int is_on = !strcmp(tracing, "on");
+    if (s->collector) // the trace as the collector writes it, where this shell reads it
+        snprintf(where, sizeof where, "%s (from %s)", s->trace, s->collector);
     printf("process %ld: %s threads, %s %s\n", s->pid, threads,
            is_on ? "trace" : "tracing stopped; its last trace", where[0] ? where : "(none yet)");
     if (!is_on || flush_trace(s) == 0)
@@ -484,8 +494,34 @@ static int connect_to(shell_t* s, const char* path) {
 
 // The trace, as the process wrote it: through its descriptor when this user may (any
 // directory, even after a rename), else by its path (relative: to the process's directory).
+// Through a collector: the trace it is writing, as it says (after a flush, so that the trace's
+// first chunk, which names its process, is there; a trace just begun by `start` may take a few
+// moments to reach it).
+#define SHELL_TRACE_TRIES 50
+#define SHELL_TRACE_WAIT_US 20000
+static int find_collected_trace(shell_t* s) {
+    char ans[SHELL_LINE];
+    for (int i = 0; i < SHELL_TRACE_TRIES; i++) {
+        if (flush_trace(s) != 0)
+            return 1;
+        if (fprintf(s->to, "HEAPLENS-TRACE\n") < 0 || fflush(s->to) != 0 ||
+            !fgets(ans, sizeof ans, s->from)) {
+            cli_error("shell: the collector at %s closed the connection", s->collector);
+            return 1;
+        }
+        ans[strcspn(ans, "\r\n")] = 0;
+        if (!field(ans, "trace", s->trace, sizeof s->trace))
+            return 0;
+        usleep(SHELL_TRACE_WAIT_US);
+    }
+    cli_error("shell: the collector at %s has no trace of process %ld", s->collector, s->pid);
+    return 1;
+}
+
 static int find_trace(shell_t* s) {
     char ans[SHELL_LINE], fd[32], where[PATH_MAX];
+    if (s->collector)
+        return find_collected_trace(s);
     if (ask(s, "hello", ans, sizeof ans) != 0)
         return 1;
     if (field(ans, "trace_fd", fd, sizeof fd) || field(ans, "trace", where, sizeof where)) {
@@ -494,9 +530,9 @@ static int find_trace(shell_t* s) {
         return 1;
     }
     if (where[0] == '@') {
-        cli_error("shell: process %ld sends its trace to the collector at %s: run the shell "
-                  "where it writes the trace",
-                  s->pid, where + 1);
+        cli_error("shell: process %ld sends its trace to the collector at %s: run `heaplens "
+                  "shell %s %ld` where the collector runs",
+                  s->pid, where + 1, where + 1, s->pid);
         return 1;
     }
     // The path itself while it names the file (it stays after a stop ends the trace); the
@@ -518,10 +554,119 @@ static int find_trace(shell_t* s) {
     return 0;
 }
 
+// The collector's secret line, from a 0600 file of the user's (as heaplens server --token).
+static int send_token(FILE* to, const char* path) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    char token[257];
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 077)) {
+        cli_error("shell: --token %s must be a file of yours that nobody else may read (0600)",
+                  path);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    ssize_t n = read(fd, token, sizeof token - 1);
+    close(fd);
+    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+        n--;
+    if (n <= 0) {
+        cli_error("shell: --token %s is empty", path);
+        return -1;
+    }
+    token[n] = 0;
+    return fprintf(to, "HEAPLENS-TOKEN %s\n", token) < 0 ? -1 : 0;
+}
+
+// heaplens shell ADDR [PID]: through the collector at ADDR, to a process that sends it its
+// trace; without PID, the list of those. 0 when connected to the process, 1 on an error
+// (said), 2 when the list was printed.
+static int connect_collector(shell_t* s, const char* token) {
+    int fd = -1;
+    const char* addr = s->collector;
+    if (!strncmp(addr, "unix:", 5)) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        if (strlen(addr + 5) >= sizeof a.sun_path || !addr[5]) {
+            cli_error("shell: bad socket path in %s", addr);
+            return 1;
+        }
+        strcpy(a.sun_path, addr + 5);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    } else {
+        char host[256];
+        const char* h = addr + 4;
+        const char* colon = strrchr(h, ':');
+        size_t hl = colon ? (size_t)(colon - h) : 0;
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+            h++;
+            hl -= 2;
+        }
+        if (!colon || !hl || hl >= sizeof host) {
+            cli_error("shell: expected tcp:HOST:PORT, got %s", addr);
+            return 1;
+        }
+        memcpy(host, h, hl);
+        host[hl] = 0;
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+        if (rc != 0) {
+            cli_error("shell: %s: %s", addr, gai_strerror(rc));
+            return 1;
+        }
+        for (struct addrinfo* p = ai; p && fd < 0; p = p->ai_next) {
+            fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd >= 0 && connect(fd, p->ai_addr, p->ai_addrlen) != 0) {
+                close(fd);
+                fd = -1;
+            }
+        }
+        freeaddrinfo(ai);
+    }
+    if (fd < 0) {
+        cli_error("shell: no collector answers at %s: %s", addr, strerror(errno));
+        return 1;
+    }
+    int fd2 = dup(fd);
+    s->to = fdopen(fd, "w");
+    s->from = fd2 >= 0 ? fdopen(fd2, "r") : NULL;
+    if (!s->to || !s->from) {
+        cli_error("shell: out of memory");
+        return 1;
+    }
+    if (token && send_token(s->to, token) != 0)
+        return 1;
+    char ans[SHELL_LINE];
+    if ((s->pid > 0 ? fprintf(s->to, "HEAPLENS-SHELL %ld\n", s->pid)
+                    : fprintf(s->to, "HEAPLENS-SHELL\n")) < 0 ||
+        fflush(s->to) != 0 || !fgets(ans, sizeof ans, s->from)) {
+        cli_error("shell: the collector at %s closed the connection%s", addr,
+                  token ? "" : " (does it ask for a --token?)");
+        return 1;
+    }
+    ans[strcspn(ans, "\r\n")] = 0;
+    if (strncmp(ans, "ok", 2) != 0) {
+        cli_error("shell: collector at %s: %s", addr, !strncmp(ans, "error ", 6) ? ans + 6 : ans);
+        return 1;
+    }
+    if (s->pid <= 0) {
+        const char* list = strstr(ans, "targets=");
+        list = list ? list + 8 : "";
+        printf("%s\n", *list ? list : "(no process sends its trace there now)");
+        return 2;
+    }
+    return 0;
+}
+
 int cmd_shell(int argc, char** argv) {
     shell_t s = {.pid = -1, .last_scan_ns = -1};
     cli_report_defaults(&s.report);
     const char* sock = NULL;
+    const char* token = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             cli_usage_shell(stdout);
@@ -535,6 +680,23 @@ int cmd_shell(int argc, char** argv) {
         }
         if (v) {
             sock = v;
+            continue;
+        }
+        v = cli_option_value(argc, argv, &i, "--token", &missing);
+        if (missing) {
+            cli_error("shell: --token needs a file");
+            return 2;
+        }
+        if (v) {
+            token = v;
+            continue;
+        }
+        if (!strncmp(argv[i], "unix:", 5) || !strncmp(argv[i], "tcp:", 4)) {
+            if (s.collector) {
+                cli_error("shell: one collector address, got '%s' too", argv[i]);
+                return 2;
+            }
+            s.collector = argv[i];
             continue;
         }
         // Of report's options, those that shape what the shell shows.
@@ -557,18 +719,31 @@ int cmd_shell(int argc, char** argv) {
         }
         s.pid = pid;
     }
+    signal(SIGPIPE, SIG_IGN); // a process that exits mid-command: said, not a silent death
+    if (s.collector) {
+        if (sock) {
+            cli_error("shell: --socket and a collector's address are two ways to one process: "
+                      "give one");
+            return 2;
+        }
+        int rc = connect_collector(&s, token);
+        if (rc != 0)
+            return rc == 2 ? 0 : 1;
+    } else if (token) {
+        cli_error("shell: --token is for a collector's address (heaplens shell ADDR PID)");
+        return 2;
+    }
     if (s.pid <= 0) {
         cli_error("shell: which process? usage: heaplens shell [options] PID");
         return 2;
     }
     char path[PATH_MAX];
-    if (!sock) {
+    if (!sock && !s.collector) {
         cli_control_socket(path, sizeof path, s.pid);
         sock = path;
     }
-    signal(SIGPIPE, SIG_IGN); // a process that exits mid-command: said, not a silent death
     cli_trace_is_live = 1;
-    if (connect_to(&s, sock) != 0 || find_trace(&s) != 0)
+    if ((!s.collector && connect_to(&s, sock) != 0) || find_trace(&s) != 0)
         return 1;
     int is_tty = isatty(0) && isatty(1);
     le_t le;

@@ -341,4 +341,88 @@ st=$?
 [ "$st" = 2 ] && [ "$(wc -l <"$D/err3.txt")" = 1 ] && pass "run --remote with --json: refused in one line" ||
     fail "run --remote with --json" "status $st: $(cat "$D/err3.txt")"
 
+# heaplens shell ADDR PID: through the collector, to a process that sends it its trace. The
+# shell reads the trace the collector writes; relink.c gives known leaks.
+D=$WORK/shell
+mkdir -p "$D/out" "$D/p" && chmod 700 "$D"
+if start_server shell --listen "unix:$D/s.sock" -o "$D/out"; then
+    (cd "$D" && timeout -k 5 60 "$HL" run -q --remote "$ADDR" -- "$PROGS/relink" "$D/p" >"$D/p.out" 2>"$D/p.err"; echo $? >"$D/p.status") &
+    RPID=""
+    for _ in $(seq 1 250); do [ -s "$D/p/pid" ] && RPID=$(cat "$D/p/pid") && break; sleep 0.02; done
+    listed=""
+    for _ in $(seq 1 100); do
+        listed=$("$HL" shell "$ADDR" 2>&1)
+        [ "$listed" = "$RPID" ] && break
+        sleep 0.02
+    done
+    expect "shell ADDR: lists the process sending its trace there" "$RPID" "$listed"
+    printf 'status\nleaks\nleaks leak\n' | timeout 60 "$HL" shell "$ADDR" "$RPID" >"$D/sh1" 2>"$D/sh1.err"
+    st=$?
+    expect "shell ADDR PID: exits 0" 0 "$st"
+    grep -q "^process $RPID: 1 threads, trace $D/out/\.heaplens\.remote\..*\.part (from $ADDR)" "$D/sh1" &&
+        pass "shell ADDR PID: status names the trace the collector writes" ||
+        fail "shell ADDR PID: status" "$(head -3 "$D/sh1") $(cat "$D/sh1.err")"
+    grep -q "definitely lost: 600 bytes in 15 blocks" "$D/sh1" &&
+        pass "shell ADDR PID: a live scan through the collector finds the 15 lost blocks" ||
+        fail "shell ADDR PID: leaks" "$(grep -i 'lost' "$D/sh1" | head -5)"
+    grep -q "at 0x[0-9a-f]*: make (tests/programs/relink.c:" "$D/sh1" &&
+        pass "shell ADDR PID: stacks symbolized on the collector's host" ||
+        fail "shell ADDR PID: stacks" "$(grep -m3 ' at ' "$D/sh1")"
+    grep -q "^15 found lost before, 0 of them released since" "$D/sh1" &&
+        pass "shell ADDR PID: leaks leak through the collector" || fail "shell ADDR PID: leaks leak" "$(grep found "$D/sh1")"
+    printf 'stop\nstart\nstatus\n' | timeout 60 "$HL" shell "$ADDR" "$RPID" >"$D/sh2" 2>"$D/sh2.err"
+    t1=$(sed -n 's/^stopped: the trace \(.*\) has ended$/\1/p' "$D/sh2")
+    t2=$(sed -n "s/^process $RPID: 1 threads, trace \(.*\) (from .*/\1/p" "$D/sh2")
+    [ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" != "$t2" ] &&
+        pass "shell ADDR PID: a second shell; stop then start goes on in the collector's new trace" ||
+        fail "shell ADDR PID: stop/start" "$(cat "$D/sh2" "$D/sh2.err" | head -8)"
+    "$HL" shell "$ADDR" 999999999 >/dev/null 2>"$D/sh3.err"
+    st=$?
+    [ "$st" = 1 ] && [ "$(grep -c . "$D/sh3.err")" = 1 ] &&
+        grep -q "no process 999999999 sends its trace to this collector" "$D/sh3.err" &&
+        pass "shell ADDR PID: an unknown PID gets one line" || fail "shell ADDR unknown PID" "status $st: $(cat "$D/sh3.err")"
+    touch "$D/p/stop"
+    for _ in $(seq 1 250); do [ -s "$D/p.status" ] && break; sleep 0.02; done
+    [ "$(cat "$D/p.status" 2>/dev/null)" = 0 ] && [ "$(cat "$D/p.out")" = relinked ] &&
+        pass "shell ADDR PID: the target's output and exit status unharmed" ||
+        fail "shell ADDR PID: target" "status $(cat "$D/p.status" 2>/dev/null): $(head -c 200 "$D/p.err")"
+    n=$(ls "$D/out" | grep -c '^heaplens\.relink\.')
+    expect "shell ADDR PID: the collector kept both traces (before and after start)" 2 "$n"
+else
+    fail "shell ADDR PID" "no collector"
+fi
+if start_server shelltcp --listen tcp:127.0.0.1:0 -o "$D/out"; then
+    "$HL" shell "$ADDR" 1 >/dev/null 2>"$D/sh4.err"
+    st=$?
+    [ "$st" = 1 ] && grep -q "a shell reaches targets over TCP only when the collector has a --token" "$D/sh4.err" &&
+        pass "shell over TCP without the collector's token: refused" || fail "shell over TCP without token" "status $st: $(cat "$D/sh4.err")"
+else
+    fail "shell over TCP without token" "no collector"
+fi
+
+# Over TCP with the collector's token: the target sends it, the shell too.
+printf 'k3y-%s\n' "$RANDOM$RANDOM" >"$D/tok" && chmod 600 "$D/tok"
+rm -rf "$D/p" && mkdir -p "$D/p"
+if start_server shelltok --listen tcp:127.0.0.1:0 --token "$D/tok" -o "$D/out"; then
+    (cd "$D" && timeout -k 5 60 "$HL" run -q --remote "$ADDR" --remote-token "$D/tok" -- "$PROGS/relink" "$D/p" >"$D/p.out" 2>"$D/p.err"; echo $? >"$D/p.status") &
+    RPID=""
+    for _ in $(seq 1 250); do [ -s "$D/p/pid" ] && RPID=$(cat "$D/p/pid") && break; sleep 0.02; done
+    for _ in $(seq 1 100); do
+        [ "$("$HL" shell --token "$D/tok" "$ADDR" 2>/dev/null)" = "$RPID" ] && break
+        sleep 0.02
+    done
+    printf 'leaks\n' | timeout 60 "$HL" shell --token "$D/tok" "$ADDR" "$RPID" >"$D/sh5" 2>"$D/sh5.err"
+    grep -q "definitely lost: 600 bytes in 15 blocks" "$D/sh5" &&
+        pass "shell --token ADDR PID over TCP: a live scan through the collector" ||
+        fail "shell over TCP with token" "$(head -c 300 "$D/sh5.err") $(grep lost "$D/sh5")"
+    "$HL" shell "$ADDR" "$RPID" >/dev/null 2>"$D/sh6.err"
+    st=$?
+    [ "$st" = 1 ] && [ "$(grep -c . "$D/sh6.err")" = 1 ] &&
+        pass "shell ADDR PID over TCP without the token: one line, status 1" || fail "shell over TCP, no token given" "status $st: $(cat "$D/sh6.err")"
+    touch "$D/p/stop"
+    for _ in $(seq 1 250); do [ -s "$D/p.status" ] && break; sleep 0.02; done
+else
+    fail "shell over TCP with token" "no collector"
+fi
+
 finish
