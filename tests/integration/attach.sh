@@ -198,6 +198,8 @@ end = time.time() + 60
 while time.time() < end: pass") &
 BUSY=$!
 KIDS+=($BUSY)
+# Until the exec is done (under load it takes a while): bash itself waits in a system call.
+for _ in $(seq 1 250); do [ "$(cat /proc/$BUSY/comm 2>/dev/null)" = python3 ] && break; sleep 0.02; done
 sleep 0.2
 "$HL" attach "$BUSY" >/dev/null 2>"$WORK/busy.err"
 st=$?
