@@ -130,7 +130,7 @@ static int api_watch(const void* ptr, heaplens_watch_fn cb, void* arg) {
     if (cb && (live_lookup((uintptr_t)ptr, &b) != HL_BLOCK_LIVE || b.is_internal))
         rc = fail(ENOENT);
     else
-        rc = api_watch_set((uintptr_t)ptr, (void*)cb, arg) == 0 ? 0 : fail(ENOSPC);
+        rc = api_watch_set((uintptr_t)ptr, (void*)cb, arg, 0) == 0 ? 0 : fail(ENOSPC);
     leave(t);
     return rc;
 }

@@ -22,7 +22,11 @@ void api_after_alloc(hl_thread_t* t, size_t size);
 // release_stack is where (0: not unwound yet).
 void api_on_release(hl_thread_t* t, const hl_block_t* b, int event, uint32_t release_stack);
 
-int api_watch_set(uintptr_t addr, void* cb, void* arg);
+// A watch's callback: heaplens_watch_fn (include/heaplens.h), or, with_stack, the agent's own
+// (the shell's watch) told the release's stack as well.
+typedef void (*hl_watch_stack_fn)(void* ptr, int event, const void* where, uint32_t stack,
+                                  void* arg);
+int api_watch_set(uintptr_t addr, void* cb, void* arg, int with_stack);
 int api_thresholds_set(size_t block_bytes, size_t delta_bytes, uint64_t delta_ns, void* cb,
                        void* arg);
 void api_after_fork_child(void); // every lock of the API's free in the child

@@ -44,8 +44,9 @@ void api_alloc_paused(void* p, size_t size, int fn, int how) {
 #define HL_WATCH_MAX 1024 // slots, a power of two; up to half hold watches
 typedef struct watch_s {
     uintptr_t addr; // 0: empty; 1: removed (a tombstone)
-    heaplens_watch_fn cb;
+    void* cb; // heaplens_watch_fn, or hl_watch_stack_fn when with_stack
     void* arg;
+    int with_stack;
 } watch_t;
 static watch_t watches[HL_WATCH_MAX];
 static size_t nwatches, nused;
@@ -71,7 +72,7 @@ static void hooks_update(int bit, int on) {
         atomic_fetch_and(&hl_api_hooks, ~bit);
 }
 
-int api_watch_set(uintptr_t addr, void* cb, void* arg) {
+int api_watch_set(uintptr_t addr, void* cb, void* arg, int with_stack) {
     int rc = 0;
     spin_lock(&watch_lock);
     watch_t* w = watch_find(addr);
@@ -81,7 +82,7 @@ int api_watch_set(uintptr_t addr, void* cb, void* arg) {
             nwatches--;
         }
     } else if (w) {
-        w->cb = (heaplens_watch_fn)cb, w->arg = arg;
+        w->cb = cb, w->arg = arg, w->with_stack = with_stack;
     } else if (nwatches >= HL_WATCH_MAX / 2) {
         rc = -1; // full: half the table, so that probes stay short
     } else {
@@ -106,7 +107,7 @@ int api_watch_set(uintptr_t addr, void* cb, void* arg) {
             j = (j + 1) & (HL_WATCH_MAX - 1);
         if (watches[j].addr == 0)
             nused++;
-        watches[j] = (watch_t){.addr = addr, .cb = (heaplens_watch_fn)cb, .arg = arg};
+        watches[j] = (watch_t){.addr = addr, .cb = cb, .arg = arg, .with_stack = with_stack};
         nwatches++;
     }
     hooks_update(HL_API_WATCH, nwatches > 0);
@@ -219,7 +220,11 @@ void api_on_release(hl_thread_t* t, const hl_block_t* b, int event, uint32_t rel
         return;
     uint32_t stack = release_stack ? release_stack : stack_capture_release(t);
     const void* where = (const void*)where_of(stack);
-    API_AS_PROGRAM(t, hit.cb((void*)b->addr, event, where, hit.arg));
+    if (hit.with_stack)
+        API_AS_PROGRAM(t,
+                       ((hl_watch_stack_fn)hit.cb)((void*)b->addr, event, where, stack, hit.arg));
+    else
+        API_AS_PROGRAM(t, ((heaplens_watch_fn)hit.cb)((void*)b->addr, event, where, hit.arg));
 }
 
 void api_after_fork_child(void) {

@@ -183,6 +183,7 @@ static int is_word(const char* cmd, const char* word, const char** rest) {
 typedef struct watch_event_s {
     _Atomic int is_ready;
     uintptr_t ptr, where, offset, base;
+    uint32_t stack;          // the release's stack (stacks.h), written to the trace when read
     int kind;                // HEAPLENS_FREED or HEAPLENS_RESIZED
     const char* function;    // the loader's name for where (lives as long as its module)
     const char* module;
@@ -190,7 +191,7 @@ typedef struct watch_event_s {
 static watch_event_t watch_events[HL_WATCH_EVENTS];
 static _Atomic unsigned watch_written, watch_read;
 
-static void shell_watch_cb(void* ptr, int event, const void* where, void* arg) {
+static void shell_watch_cb(void* ptr, int event, const void* where, uint32_t stack, void* arg) {
     (void)arg;
     // Not read in time, the oldest event is overwritten: `events` says how many were missed.
     unsigned at = atomic_fetch_add(&watch_written, 1);
@@ -200,6 +201,7 @@ static void shell_watch_cb(void* ptr, int event, const void* where, void* arg) {
     int known = where && dladdr((void*)((uintptr_t)where - 1), &di);
     e->ptr = (uintptr_t)ptr;
     e->kind = event;
+    e->stack = stack;
     e->where = (uintptr_t)where;
     e->function = known ? di.dli_sname : NULL;
     e->offset = known && di.dli_saddr ? (uintptr_t)where - (uintptr_t)di.dli_saddr : 0;
@@ -215,7 +217,7 @@ static void answer_watch(const char* rest) {
     if (!addr || live_lookup(addr, &b) != HL_BLOCK_LIVE || b.is_internal) {
         hl_fmt(out, sizeof out, "error no live block at %s", rest);
         reply(out);
-    } else if (api_watch_set(addr, (void*)shell_watch_cb, NULL) != 0) {
+    } else if (api_watch_set(addr, (void*)shell_watch_cb, NULL, 1) != 0) {
         reply("error too many watches");
     } else {
         hl_fmt(out, sizeof out, "ok watching %p size=%lu", (void*)addr, (unsigned long)b.size);
@@ -224,8 +226,9 @@ static void answer_watch(const char* rest) {
 }
 
 // Every event ready since the last read, one line: "ok missed=N" then " PTR KIND WHERE BASE
-// NAME+OFF MODULE" each (BASE: the module's load address, for the shell's own symbols; names
-// without spaces: symbol names and paths as the loader has them).
+// NAME+OFF MODULE STACK" each (BASE: the module's load address, for the shell's own symbols;
+// names without spaces: symbol names and paths as the loader has them; STACK: the release's
+// stack id, its records written to the trace now, for the shell to read after a flush).
 static void answer_events(void) {
     char out[HL_CONTROL_REPLY];
     unsigned written = atomic_load(&watch_written), from = atomic_load(&watch_read);
@@ -236,10 +239,11 @@ static void answer_events(void) {
         watch_event_t* e = &watch_events[at % HL_WATCH_EVENTS];
         if (!atomic_load(&e->is_ready))
             break; // its callback is still writing it: the next read takes it
-        len += (size_t)hl_fmt(out + len, sizeof out - len, " %p %s %p %p %s+%lu %s", (void*)e->ptr,
-                              e->kind == HEAPLENS_RESIZED ? "resized" : "released",
+        writer_ensure_stack_locked(e->stack);
+        len += (size_t)hl_fmt(out + len, sizeof out - len, " %p %s %p %p %s+%lu %s %u",
+                              (void*)e->ptr, e->kind == HEAPLENS_RESIZED ? "resized" : "released",
                               (void*)e->where, (void*)e->base, e->function ? e->function : "?",
-                              (unsigned long)e->offset, e->module ? e->module : "?");
+                              (unsigned long)e->offset, e->module ? e->module : "?", e->stack);
         atomic_store(&e->is_ready, 0);
     }
     atomic_store(&watch_read, at);

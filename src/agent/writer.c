@@ -969,6 +969,11 @@ int writer_start_again_locked(void) {
 }
 
 
+void writer_ensure_stack_locked(uint32_t id) {
+    if (atomic_load(&hl_phase) == HL_ON)
+        ensure_stack(id);
+}
+
 // Every event made before the scan is in the trace before it, but for one per thread parked
 // waiting for ring space (a program allocating flat out on many threads always has some):
 // its block is judged by the scan as it is in the live table, and its event follows the scan.

@@ -42,6 +42,9 @@ void writer_flush_locked(void); // drain everything, write it out (writer lock h
 // would stop (nothing written then).
 // From a program thread (heaplens_leak_check), self is its roots (scan_prepare_caller); from the
 // writer, NULL. what: which blocks the scan lists, and its tally (all_stopped is set here).
+// On the writer thread, lock held: the stack id's STACK records are in the trace from here on
+// (a watched block's release stack, which no event of the trace names).
+void writer_ensure_stack_locked(uint32_t id);
 struct hl_scan_request_s;
 struct hl_thread_roots_s;
 int writer_scan_now_locked(const struct hl_thread_roots_s* self,

@@ -19,6 +19,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../analyze/idmap.h"
+#include "../analyze/model.h"
 #include "../analyze/symbols.h"
 #include "cli.h"
 #include "lineedit.h"
@@ -41,10 +43,10 @@ void cli_usage_shell(FILE* out) {
           "       heaplens shell [options] ADDR [PID]\n"
           "Talk to a process heaplens traces while it runs: scan it for leaks, see its biggest\n"
           "call sites, mark a moment and see what is still live from after it. Commands come\n"
-          "from the terminal (a prompt) or from standard input, one per line. With ADDR (unix:PATH\n"
-          "or tcp:HOST:PORT), through the `heaplens server` there, to a process that sends it its\n"
-          "trace (run --remote ADDR), on this host or another; the reports are made here, from\n"
-          "the trace the collector writes. ADDR alone lists those processes.\n"
+          "from the terminal (a prompt) or from standard input, one per line. With ADDR\n"
+          "(unix:PATH or tcp:HOST:PORT), through the `heaplens server` there, to a process that\n"
+          "sends it its trace (run --remote ADDR), on this host or another; the reports are made\n"
+          "here, from the trace the collector writes. ADDR alone lists those processes.\n"
           "shell options:\n"
           "  --socket PATH            the process's control socket (default:\n"
           "                           $TMPDIR/heaplens-UID/ctl.PID, TMPDIR defaulting to /tmp)\n"
@@ -308,6 +310,23 @@ static int find_trace(shell_t* s);
 
 // The watch events since the last look, a line each (the process answers "ok missed=N" and
 // then PTR KIND WHERE FUNCTION+OFFSET MODULE for each).
+// A watched block's release stack, from the trace (the process wrote its records when it
+// answered `events`): as the text report prints a stack.
+static void print_release_stack(const cli_trace_t* t, unsigned stack) {
+    const report_frame_t* fr;
+    uint32_t id = stack ? idmap_find(&t->m->stack_ids, stack) : 0; // the model's number for it
+    int n = id ? report_stack(t->ctx, id, &fr) : 0;
+    for (int i = 0; i < n; i++) {
+        printf("    %s 0x%llx: %s", i == 0 ? "at" : "by", fr[i].address,
+               fr[i].function ? fr[i].function : "???");
+        if (fr[i].file)
+            printf(" (%s:%u)", fr[i].file, fr[i].line);
+        else if (fr[i].module)
+            printf(" (in %s)", fr[i].module);
+        printf("%s\n", fr[i].is_inlined ? " [inlined]" : "");
+    }
+}
+
 static void show_events(shell_t* s) {
     char ans[SHELL_LINE];
     if (ask(s, "events", ans, sizeof ans) != 0)
@@ -319,10 +338,13 @@ static void show_events(shell_t* s) {
     if (missed)
         printf("watch: %u events missed (not read in time)\n", missed);
     char ptr[32], kind[16], where[32], base[32], fn[512], module[1024];
+    unsigned stack;
     const char* at = ans + used;
     int n;
-    while (sscanf(at, " %31s %15s %31s %31s %511s %1023s%n", ptr, kind, where, base, fn, module,
-                  &n) == 6) {
+    cli_trace_t t;
+    int has_trace = 0;
+    while (sscanf(at, " %31s %15s %31s %31s %511s %1023s %u%n", ptr, kind, where, base, fn, module,
+                  &stack, &n) == 7) {
         at += n;
         // The host's symbols (DWARF: static functions, file and line), the loader's name else.
         symbolizer_t* sym = symbolizer_new(s->report.sysroot);
@@ -340,7 +362,13 @@ static void show_events(shell_t* s) {
             printf("watch: the block at %s was %s at %s (%s, in %s)\n", ptr, kind, where, fn,
                    module);
         symbolizer_free(sym);
+        if (stack && !has_trace)
+            has_trace = flush_trace(s) == 0 && cli_trace_open(&t, s->trace, &s->report) == 0;
+        if (has_trace)
+            print_release_stack(&t, stack);
     }
+    if (has_trace)
+        cli_trace_close(&t);
 }
 
 static void cmd_watch(shell_t* s, char* args) {

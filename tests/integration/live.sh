@@ -264,6 +264,9 @@ if start watch 0; then
     shell watch 'watch\n'
     ok "watch: its release is said, at main in live_server.c" "$(cat "$SH")" \
         grep -q "^watch: the block at $EARLY was released at 0x[0-9a-f]* (main, tests/programs/live_server.c:[0-9]*)" "$SH"
+    ok "watch: with the release's whole stack, from the trace: main, then libc's start" "$(cat "$SH")" \
+        bash -c "grep -A1 '^watch: the block' '$SH' | grep -q '^    at 0x[0-9a-f]*: main (tests/programs/live_server.c:[0-9]*)' &&
+                 grep -q '^    by 0x[0-9a-f]*: __libc_start' '$SH'"
     stop watch
     ok "watch: the server ends as it would alone" "" bash -c "[ \"\$(cat '$WORK/watch/status')\" = 7 ]"
 else
