@@ -23,10 +23,21 @@ PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUI
             $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(wildcard tests/programs/*.cc)) \
             $(patsubst tests/programs/%.f90,$(BUILD)/programs/%,$(wildcard tests/programs/*.f90))
 
+# The agent for 32-bit programs on a 64-bit x86 host, built when gcc -m32 and a 32-bit libzstd
+# are here (gcc-multilib, libzstd-dev:i386). heaplens run preloads
+# DIR/agents/$PLATFORM/libheaplens.so, which the loader expands for each program it starts
+# (x86_64 or i686), so a 64-bit shell's 32-bit children are traced as well.
+NATIVE_PLATFORM := $(shell uname -m)
+HAS_M32 := $(if $(filter x86_64,$(NATIVE_PLATFORM)),$(shell printf 'int main(void){return 0;}' | \
+           $(CC) -m32 -x c - -o /dev/null -lzstd -lgcc_s 2>/dev/null && echo yes))
+AGENT32_OBJ := $(patsubst src/%.c,$(BUILD)/obj32/%.o,$(AGENT_SRC))
+AGENT_LINKS := $(BUILD)/agents/$(NATIVE_PLATFORM)/libheaplens.so \
+               $(if $(HAS_M32),$(BUILD)/agents/i686/libheaplens.so)
+
 .PHONY: api-test all demo check unit integration html-test acceptance bench deps help clean install uninstall \
         fuzz asan-build check-asan deps-san
 API_LIBS := $(BUILD)/libheaplens-api.so $(BUILD)/libheaplens-api.a
-all: $(BUILD)/libheaplens.so $(BUILD)/heaplens $(BUILD)/heaplens-memcheck $(API_LIBS) ## build the agent, the CLI and the API library
+all: $(BUILD)/libheaplens.so $(AGENT_LINKS) $(BUILD)/heaplens $(BUILD)/heaplens-memcheck $(API_LIBS) ## build the agent, the CLI and the API library
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,6 +66,18 @@ $(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
+
+$(BUILD)/obj32/agent/%.o: src/agent/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) -m32 $(AGENT_CFLAGS) -c $< -o $@
+$(BUILD)/libheaplens32.so: $(AGENT32_OBJ)
+	$(CC) -m32 -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
+$(BUILD)/agents/$(NATIVE_PLATFORM)/libheaplens.so: $(BUILD)/libheaplens.so
+	@mkdir -p $(dir $@)
+	ln -sf ../../libheaplens.so $@
+$(BUILD)/agents/i686/libheaplens.so: $(BUILD)/libheaplens32.so
+	@mkdir -p $(dir $@)
+	ln -sf ../../libheaplens32.so $@
 
 # include/heaplens.h's library: forwards to the agent when it is there, "not traced" otherwise.
 $(BUILD)/libheaplens-api.so: $(BUILD)/obj/api/heaplens_api.o
@@ -248,6 +271,11 @@ install: all ## install into $(DESTDIR)$(PREFIX) (default /usr/local): CLI, agen
 	install -m 0755 $(BUILD)/heaplens $(BINDIR)/heaplens
 	ln -sf heaplens $(BINDIR)/heaplens-memcheck
 	install -m 0755 $(BUILD)/libheaplens.so $(AGENTDIR)/libheaplens.so
+	install -d $(AGENTDIR)/agents/$(NATIVE_PLATFORM)
+	ln -sf ../../libheaplens.so $(AGENTDIR)/agents/$(NATIVE_PLATFORM)/libheaplens.so
+	$(if $(HAS_M32),install -m 0755 $(BUILD)/libheaplens32.so $(AGENTDIR)/libheaplens32.so)
+	$(if $(HAS_M32),install -d $(AGENTDIR)/agents/i686)
+	$(if $(HAS_M32),ln -sf ../../libheaplens32.so $(AGENTDIR)/agents/i686/libheaplens.so)
 	install -m 0644 docs/heaplens.1 $(MAN1DIR)/heaplens.1
 	ln -sf heaplens.1 $(MAN1DIR)/heaplens-memcheck.1
 	install -m 0644 docs/heaplens.bash $(COMPDIR)/heaplens
@@ -261,7 +289,8 @@ uninstall: ## remove what make install put in $(DESTDIR)$(PREFIX)
 	      $(COMPDIR)/heaplens $(COMPDIR)/heaplens-memcheck $(PCDIR)/heaplens.pc \
 	      $(INCDIR)/heaplens.h $(INCDIR)/heaplens.f90 $(LIBDIR)/libheaplens-api.so \
 	      $(LIBDIR)/libheaplens-api.a
-	-rmdir $(AGENTDIR) 2>/dev/null
+	rm -f $(AGENTDIR)/libheaplens32.so $(AGENTDIR)/agents/*/libheaplens.so
+	-rmdir $(AGENTDIR)/agents/* $(AGENTDIR)/agents $(AGENTDIR) 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)

@@ -61,6 +61,9 @@ tally "$out" attach
 echo "== live (heaplens shell: a running process's control socket, live scans, marks)"
 out=$("$ROOT/tests/integration/live.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" live
+echo "== m32 (32-bit programs: their agent, a 64-bit collector and shell)"
+out=$("$ROOT/tests/integration/m32.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" m32
 echo "== foreign (allocators defined by the program, programs heaplens cannot load into)"
 out=$("$ROOT/tests/integration/foreign.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" foreign

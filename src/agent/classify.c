@@ -48,6 +48,11 @@ static inline long find_block(const lc_t* c, uintptr_t w) {
     return -1;
 }
 
+// The words a pointer may be stored in: memcheck looks at every aligned word, 8 bytes on 64-bit
+// systems, 4 on 32-bit ones.
+#define HL_WORD sizeof(uintptr_t)
+#define HL_WORD_MASK (HL_WORD - 1)
+
 static int in_ranges(const lc_range_t* r, size_t n, uintptr_t a) {
     for (size_t i = 0; i < n; i++)
         if (a >= r[i].lo && a < r[i].hi)
@@ -56,7 +61,7 @@ static int in_ranges(const lc_range_t* r, size_t n, uintptr_t a) {
 }
 
 static int is_vtable(const lc_t* c, uintptr_t a) {
-    return a >= 4096 && (a & 7) == 0 &&
+    return a >= 4096 && (a & HL_WORD_MASK) == 0 &&
            in_ranges(c->in->vtable_ranges, c->in->nvtable_ranges, a);
 }
 
@@ -65,7 +70,7 @@ static int heuristic_says_start(const lc_t* c, size_t i, uintptr_t ptr) {
     uintptr_t start = c->in->starts[i];
     size_t size = c->in->sizes[i];
     const size_t w = sizeof(size_t);
-    if (size >= w && (start & 7) == 0) {
+    if (size >= w && (start & HL_WORD_MASK) == 0) {
         // stdstring: a libstdc++ COW string points past {length, capacity, refcount}.
         if (ptr == start + 3 * w && size >= 3 * w + 1) {
             size_t len = ((const size_t*)start)[0], cap = ((const size_t*)start)[1];
@@ -84,7 +89,7 @@ static int heuristic_says_start(const lc_t* c, size_t i, uintptr_t ptr) {
         }
         // multipleinheritance: a pointer to a secondary base, whose first word is a vtable,
         // in an object whose first word is a vtable too.
-        if (size >= 2 * w && (ptr & 7) == 0 && ptr > start && ptr + w <= start + size &&
+        if (size >= 2 * w && (ptr & HL_WORD_MASK) == 0 && ptr > start && ptr + w <= start + size &&
             is_vtable(c, *(const uintptr_t*)ptr) && is_vtable(c, *(const uintptr_t*)start))
             return 1;
     }
@@ -110,8 +115,8 @@ static void mark_ptr(lc_t* c, uintptr_t w, int prior_definite) {
 }
 
 static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_definite) {
-    lo = (lo + 7) & ~(uintptr_t)7;
-    for (uintptr_t a = lo; a + 8 <= hi; a += 8) {
+    lo = (lo + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK;
+    for (uintptr_t a = lo; a + HL_WORD <= hi; a += HL_WORD) {
         uintptr_t w = *(const uintptr_t*)a;
         if (w >= c->lo && w < c->hi)
             mark_ptr(c, w, prior_definite);
@@ -132,7 +137,8 @@ static void drain_clique(lc_t* c, size_t leader) {
     while (c->top > 0) {
         size_t i = c->stack[--c->top];
         uintptr_t s = c->in->starts[i], e = s + c->in->sizes[i];
-        for (uintptr_t a = (s + 7) & ~(uintptr_t)7; a + 8 <= e; a += 8) {
+        for (uintptr_t a = (s + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK; a + HL_WORD <= e;
+             a += HL_WORD) {
             uintptr_t w = *(const uintptr_t*)a;
             long j = find_block(c, w);
             if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)

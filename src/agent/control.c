@@ -78,7 +78,7 @@ static int private_dir(void) {
     int dfd = (int)syscall(SYS_openat, AT_FDCWD, dir_path,
                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
-    int ok = dfd >= 0 && syscall(SYS_fstat, dfd, &st) == 0 && hl_is_private_dir(&st, uid);
+    int ok = dfd >= 0 && os_fstat(dfd, &st) == 0 && hl_is_private_dir(&st, uid);
     if (dfd >= 0)
         close(dfd);
     if (!ok)
@@ -417,6 +417,8 @@ static void serve(peer_t* p) {
             if (nl > p->line && nl[-1] == '\r')
                 nl[-1] = 0;
             execute(p->line);
+            if (p->s.fd < 0)
+                break; // dropped (quit): nothing of its line is left to keep
             size_t used = (size_t)(nl + 1 - p->line);
             memmove(p->line, nl + 1, p->line_len - used);
             p->line_len -= used;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "got.h"
+#include "os.h"
 
 // The relocation types that bind a slot to a symbol's address with nothing added: the PLT's
 // jump slot, the GOT entry, and a pointer in data (an addend other than 0 is never routed).
@@ -68,7 +69,7 @@ typedef struct prot_map_s {
 #define GOT_MAPS_MIN_LINE 16            // "0-0 ---p 0 0:0 0": no line of maps is shorter
 
 static void* raw_map(size_t size) {
-    void* p = (void*)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
+    void* p = (void*)syscall(HL_SYS_MMAP, NULL, size, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }

@@ -32,15 +32,17 @@ static HL_COLD void resolve_now(void) {
     }
 }
 
-static void* map_impl(void* (*real)(void*, size_t, int, int, int, off_t), void* addr, size_t len,
-                      int prot, int flags, int fd, off_t off) {
-    if (hl_unlikely(atomic_load(&hl_real_ready) != 2)) {
-        resolve_now();
-        if (atomic_load(&hl_real_ready) != 2)
-            return (void*)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-        real = hl_real.mmap;
-    }
-    void* p = real(addr, len, prot, flags, fd, off);
+// Before the real functions are known: the system call itself (on 32-bit systems mmap2, whose
+// offset is in pages; SYS_mmap there takes a pointer to its arguments).
+static void* map_early(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
+#ifdef SYS_mmap2
+    return (void*)syscall(SYS_mmap2, addr, len, prot, flags, fd, (long)(off >> 12));
+#else
+    return (void*)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+#endif
+}
+
+static void* after_map(void* p, size_t len, int prot, int flags) {
     if (p != MAP_FAILED && atomic_load_explicit(&hl_phase, memory_order_relaxed) == HL_ON) {
         hl_thread_t* t = thread_self();
         if (t->busy) {
@@ -55,11 +57,21 @@ static void* map_impl(void* (*real)(void*, size_t, int, int, int, off_t), void* 
 }
 
 HL_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-    return map_impl(hl_real.mmap, addr, len, prot, flags, fd, off);
+    if (hl_unlikely(atomic_load(&hl_real_ready) != 2)) {
+        resolve_now();
+        if (atomic_load(&hl_real_ready) != 2)
+            return map_early(addr, len, prot, flags, fd, off);
+    }
+    return after_map(hl_real.mmap(addr, len, prot, flags, fd, off), len, prot, flags);
 }
 
-HL_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-    return map_impl(hl_real.mmap64, addr, len, prot, flags, fd, off);
+HL_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
+    if (hl_unlikely(atomic_load(&hl_real_ready) != 2)) {
+        resolve_now();
+        if (atomic_load(&hl_real_ready) != 2)
+            return map_early(addr, len, prot, flags, fd, off);
+    }
+    return after_map(hl_real.mmap64(addr, len, prot, flags, fd, off), len, prot, flags);
 }
 
 HL_EXPORT int munmap(void* addr, size_t len) {

@@ -149,7 +149,7 @@ static inline _Atomic uint64_t* d0_of(dslot_t* s) {
 // Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
 // largest single cost of a call on a program with many live blocks) overlaps it.
 void live_prefetch(uintptr_t addr) {
-    if (hl_likely(regions.at && !(addr >> HL_ADDR_BITS))) {
+    if (hl_likely(regions.at && !addr_beyond(addr))) {
         const dslot_t* s = slot_of(addr);
         if (s)
             __builtin_prefetch(s, 1, 3);
@@ -206,7 +206,7 @@ static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t re
         if (hl_likely(marked == HL_BLOCK_LIVE))
             return marked;
     }
-    dslot_t* s = hl_likely(regions.at && !(addr >> HL_ADDR_BITS)) ? slot_of(addr) : NULL;
+    dslot_t* s = hl_likely(regions.at && !addr_beyond(addr)) ? slot_of(addr) : NULL;
     if (hl_likely(s != NULL)) {
         uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
         while (d0_holds(d0, addr)) {
@@ -391,7 +391,7 @@ void live_epoch_rebase(uint32_t now, uint32_t floor) {
 int live_set_ignored(uintptr_t addr) {
     if (atomic_load(&hl_headers_used) && header_set_ignored(addr) == 0)
         return 0;
-    dslot_t* s = regions.at && !(addr >> HL_ADDR_BITS) ? slot_of(addr) : NULL;
+    dslot_t* s = regions.at && !addr_beyond(addr) ? slot_of(addr) : NULL;
     if (s) {
         uint64_t d0 = atomic_load(d0_of(s));
         if (d0_holds(d0, addr) && d0_state(d0) == HL_BLOCK_LIVE) {

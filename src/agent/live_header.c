@@ -70,7 +70,7 @@ static HL_COLD marks_t* region_make(uintptr_t a) {
 }
 
 int live_header_room(uintptr_t addr) {
-    if (hl_unlikely(!regions.at || (addr >> HL_ADDR_BITS) || (addr & 7)))
+    if (hl_unlikely(!regions.at || addr_beyond(addr) || (addr & 7)))
         return 0;
     return hl_likely(marks_of(addr) != NULL) || region_make(addr) != NULL;
 }
@@ -118,7 +118,7 @@ static inline void unpack(uintptr_t addr, const header_t* h, hl_block_t* b) {
 }
 
 int header_take(uintptr_t addr, hl_block_t* out, int release) {
-    if (hl_unlikely(addr >> HL_ADDR_BITS))
+    if (hl_unlikely(addr_beyond(addr)))
         return HL_BLOCK_EMPTY;
     marks_t* m = marks_of(addr);
     if (!m)

@@ -13,7 +13,11 @@
 #include "live.h"
 
 // What a slot of either table holds: the rest goes to the second level's side list.
+#if UINTPTR_MAX == 0xffffffffu
+#define HL_ADDR_BITS 32 // a 32-bit process: every address
+#else
 #define HL_ADDR_BITS 47
+#endif
 #define HL_SIZE_BITS 40
 #define HL_MAX_REGIONS 65536 // regions of 16 MiB: 1 TiB of heap address space
 
@@ -35,8 +39,14 @@ static inline void* region_dir_get(const region_dir_t* d, uintptr_t a) {
     return atomic_load_explicit(&d->at[a >> HL_REGION_SHIFT], memory_order_acquire);
 }
 
+// Beyond the addresses the direct map covers (never, for a 32-bit process: the shift is made
+// on 64 bits so that it is defined there too).
+static inline int addr_beyond(uintptr_t a) {
+    return ((uint64_t)a >> HL_ADDR_BITS) != 0;
+}
+
 static inline int fits(const hl_block_t* b) {
-    return (b->addr >> HL_ADDR_BITS) == 0 && (b->size >> HL_SIZE_BITS) == 0;
+    return !addr_beyond(b->addr) && (b->size >> HL_SIZE_BITS) == 0;
 }
 
 // The headers' marks (live_header.c).

@@ -15,7 +15,7 @@ void region_dir_init(region_dir_t* d) {
 }
 
 void* region_dir_make(region_dir_t* d, uintptr_t a, void* (*map)(size_t), size_t bytes) {
-    if (!d->at || (a >> HL_ADDR_BITS))
+    if (!d->at || addr_beyond(a))
         return NULL;
     uint32_t idx = (uint32_t)(a >> HL_REGION_SHIFT);
     while (atomic_exchange_explicit(&d->lock, 1, memory_order_acquire))

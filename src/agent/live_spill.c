@@ -271,10 +271,10 @@ static slot_t* find(shard_t* s, uint64_t h, uintptr_t addr) {
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
 // (release_stack kept as the place it was freed).
 int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
-    if (hl_unlikely(addr >> HL_ADDR_BITS) ||
+    if (hl_unlikely(addr_beyond(addr)) ||
         hl_unlikely(atomic_load_explicit(&odd_count, memory_order_relaxed))) {
         int state = odd_take(addr, out, release, release_stack);
-        if (state != HL_BLOCK_EMPTY || (addr >> HL_ADDR_BITS))
+        if (state != HL_BLOCK_EMPTY || addr_beyond(addr))
             return state;
     }
     uint64_t h = addr_hash(addr);
@@ -387,7 +387,7 @@ int spill_set_ignored(uintptr_t addr) {
         if (odd[i].addr == addr && odd[i].state == HL_BLOCK_LIVE)
             odd[i].ignored = 1, found = 0;
     spin_unlock(&odd_lock);
-    if (found == 0 || (addr >> HL_ADDR_BITS))
+    if (found == 0 || addr_beyond(addr))
         return found;
     uint64_t h = addr_hash(addr);
     shard_t* s = shard_of(h);

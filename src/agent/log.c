@@ -52,10 +52,11 @@ static int vfmt(char* buf, size_t cap, const char* fmt, va_list ap) {
             continue;
         }
         f++;
-        int longs = 0;
-        while (*f == 'l' || *f == 'z') {
-            longs++;
-            f++;
+        // The argument's width: int, long, long long or size_t (they differ on 32-bit systems).
+        int longs = 0, is_size = 0;
+        for (; *f == 'l' || *f == 'z'; f++) {
+            longs += *f == 'l';
+            is_size |= *f == 'z';
         }
         switch (*f) {
         case 's':
@@ -63,7 +64,10 @@ static int vfmt(char* buf, size_t cap, const char* fmt, va_list ap) {
             break;
         case 'd':
         case 'i': {
-            int64_t v = longs ? va_arg(ap, long) : va_arg(ap, int);
+            int64_t v = longs > 1 ? va_arg(ap, long long)
+                        : longs   ? va_arg(ap, long)
+                        : is_size ? (int64_t)va_arg(ap, ssize_t)
+                                  : va_arg(ap, int);
             if (v < 0 && o < end) {
                 *o++ = '-';
                 v = -v;
@@ -72,11 +76,14 @@ static int vfmt(char* buf, size_t cap, const char* fmt, va_list ap) {
             break;
         }
         case 'u':
-            o = put_uint(o, end, longs ? va_arg(ap, unsigned long) : va_arg(ap, unsigned), 10);
+        case 'x': {
+            uint64_t v = longs > 1 ? va_arg(ap, unsigned long long)
+                         : longs   ? va_arg(ap, unsigned long)
+                         : is_size ? va_arg(ap, size_t)
+                                   : va_arg(ap, unsigned);
+            o = put_uint(o, end, v, *f == 'u' ? 10 : 16);
             break;
-        case 'x':
-            o = put_uint(o, end, longs ? va_arg(ap, unsigned long) : va_arg(ap, unsigned), 16);
-            break;
+        }
         case 'p':
             o = put_str(o, end, "0x");
             o = put_uint(o, end, (uintptr_t)va_arg(ap, void*), 16);
@@ -127,7 +134,7 @@ static int dup_high(int fd) {
 
 static int same_file(int fd) {
     struct stat st;
-    return syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == log_dev && st.st_ino == log_ino;
+    return os_fstat(fd, &st) == 0 && st.st_dev == log_dev && st.st_ino == log_ino;
 }
 
 // Once, as the agent starts (before the program's main): no stderr then, no messages ever.
@@ -135,7 +142,7 @@ void log_init(void) {
     if (atomic_exchange(&log_ready, 1))
         return;
     struct stat st;
-    if (syscall(SYS_fstat, 2, &st) != 0)
+    if (os_fstat(2, &st) != 0)
         return;
     log_dev = st.st_dev;
     log_ino = st.st_ino;

@@ -14,6 +14,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 
 #include "../common/checkopts.h"
@@ -208,6 +209,18 @@ static int is_agent_entry(const self_file_t* self, const char* entry, size_t len
     path[len] = 0;
     if (!strchr(path, '/'))
         return self->base && !strcmp(path, self->base);
+    // heaplens run names the agent as DIR/agents/$PLATFORM/libheaplens.so, which the loader
+    // expands to this process's platform (a 64-bit or a 32-bit agent): so is it here.
+    char* token = strstr(path, "$PLATFORM");
+    const char* platform = (const char*)getauxval(AT_PLATFORM);
+    if (token && platform) {
+        size_t head = (size_t)(token - path), plen = strlen(platform);
+        size_t tail = strlen(token + sizeof "$PLATFORM" - 1);
+        if (head + plen + tail >= sizeof path)
+            return 0;
+        memmove(path + head + plen, token + sizeof "$PLATFORM" - 1, tail + 1);
+        memcpy(path + head, platform, plen);
+    }
     struct stat st;
     return self->has_st && fstatat(AT_FDCWD, path, &st, 0) == 0 && st.st_dev == self->st.st_dev &&
            st.st_ino == self->st.st_ino;

@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,7 +90,7 @@ static uintptr_t allocator_slots[8192][2];
 static range_set_t allocator_ranges = {allocator_slots, 8192, 0, 0, "allocator mappings"};
 
 static void* map_flags(size_t size, int extra) {
-    long r = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
+    long r = syscall(HL_SYS_MMAP, NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
     if (r < 0 && r > -4096)
         return NULL;
@@ -196,6 +197,14 @@ void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns) {
 
 void os_futex_wake(_Atomic int* addr, int count) {
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+int os_fstat(int fd, struct stat* st) {
+#if UINTPTR_MAX == 0xffffffffu
+    return fstat(fd, st);
+#else
+    return (int)syscall(SYS_fstat, fd, st);
+#endif
 }
 
 int os_tgkill(int pid, int tid, int sig) {

@@ -8,6 +8,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/syscall.h>
+// mmap as a system call: on 32-bit systems mmap2 (SYS_mmap there takes a pointer to its
+// arguments); the same with an offset of 0.
+#ifdef SYS_mmap2
+#define HL_SYS_MMAP SYS_mmap2
+#else
+#define HL_SYS_MMAP SYS_mmap
+#endif
+
 void* os_map(size_t size);       // zeroed anonymous memory, or NULL
 void* os_map_dense(size_t size); // the same, populated at once (for tables used whole)
 void os_unmap(void* p, size_t size);
@@ -20,6 +29,10 @@ int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns); // timeout < 0: none
 void os_futex_wake(_Atomic int* addr, int count);
 int os_tgkill(int pid, int tid, int sig);
+struct stat;
+// fstat without libc on 64-bit systems; on 32-bit ones libc's (the kernel's old fstat there
+// fills another layout than libc's struct stat). 0 or -1 (errno).
+int os_fstat(int fd, struct stat* st);
 // Calls fn(tid, arg) for every task (thread) of this process, from /proc/self/task, without
 // allocating. How many there were, or -1 when the list cannot be read.
 int os_for_each_task(void (*fn)(int tid, void* arg), void* arg);

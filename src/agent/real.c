@@ -97,7 +97,7 @@ void real_resolve(void) {
     RESOLVE(signal, "signal");
     RESOLVE(libc_single_threaded, "__libc_single_threaded");
     if (!hl_real.mmap64)
-        hl_real.mmap64 = hl_real.mmap;
+        hl_real.mmap64 = (void*)hl_real.mmap; // a 64-bit libc: the same function
     find_foreign();
     atomic_store(&hl_real_ready, 2);
 }

@@ -3,6 +3,9 @@
 // while resolving them (real.c).
 #ifndef HL_REAL_H
 #define HL_REAL_H
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE // off64_t
+#endif
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -21,7 +24,7 @@ typedef struct hl_real_s {
     void* (*pvalloc)(size_t);
     size_t (*malloc_usable_size)(void*);
     void* (*mmap)(void*, size_t, int, int, int, off_t);
-    void* (*mmap64)(void*, size_t, int, int, int, off_t);
+    void* (*mmap64)(void*, size_t, int, int, int, off64_t); // off_t's width on 64-bit only
     int (*munmap)(void*, size_t);
     void* (*mremap)(void*, size_t, size_t, int, ...);
     void* (*dlopen)(const char*, int);

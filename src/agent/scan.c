@@ -52,6 +52,8 @@
 static uintptr_t context_ip(const ucontext_t* uc) {
 #if defined(__x86_64__)
     return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__i386__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
 #elif defined(__aarch64__)
     return (uintptr_t)uc->uc_mcontext.pc;
 #else
@@ -66,11 +68,16 @@ static void roots_from_context(hl_thread_roots_t* r, const ucontext_t* uc) {
     r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
     for (int i = 0; i < NGREG && r->nregs < HL_THREAD_REGS; i++)
         r->regs[r->nregs++] = (uintptr_t)uc->uc_mcontext.gregs[i];
+#elif defined(__i386__)
+    r->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_ESP];
+    for (int i = 0; i < NGREG && r->nregs < HL_THREAD_REGS; i++)
+        r->regs[r->nregs++] = (uintptr_t)uc->uc_mcontext.gregs[i];
 #elif defined(__aarch64__)
     r->sp = (uintptr_t)uc->uc_mcontext.sp;
     for (int i = 0; i < 31 && r->nregs < HL_THREAD_REGS; i++)
         r->regs[r->nregs++] = (uintptr_t)uc->uc_mcontext.regs[i];
 #else
+    (void)uc;
     r->sp = (uintptr_t)__builtin_frame_address(0);
 #endif
     r->lo = r->sp - HL_RED_ZONE;
@@ -815,7 +822,8 @@ static void debug_reachable(const scan_blocks_t* b, const roots_t* rs) {
         if (b->kind[i] != HL_LEAK_REACHABLE || b->raw_internal[b->order[i]])
             continue;
         for (size_t r = 0; r < rs->n; r++)
-            for (uintptr_t a = (rs->r[r].lo + 7) & ~7ul; a + 8 <= rs->r[r].hi; a += 8)
+            for (uintptr_t a = (rs->r[r].lo + sizeof a - 1) & ~(sizeof a - 1);
+                 a + sizeof a <= rs->r[r].hi; a += sizeof a)
                 if (*(uintptr_t*)a == b->starts[i])
                     hl_log("block %p size %lu found at %p in root %p-%p", (void*)b->starts[i],
                            (unsigned long)b->sizes[i], (void*)a, (void*)rs->r[r].lo,

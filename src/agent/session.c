@@ -39,14 +39,14 @@ static int session_open(int flags) {
         return -1; // the run is over (or never made it): nobody reads the index
     struct stat st;
     int is_private =
-        syscall(SYS_fstat, dfd, &st) == 0 && hl_is_private_dir(&st, (uid_t)syscall(SYS_geteuid));
+        os_fstat(dfd, &st) == 0 && hl_is_private_dir(&st, (uid_t)syscall(SYS_geteuid));
     int fd = -1;
     if (is_private)
         fd = (int)syscall(SYS_openat, dfd, slash + 1, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0);
     else if (!said_not_private++)
         hl_log("not using the session index %s: its directory is not private to this user", index);
     close(dfd);
-    if (fd >= 0 && (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    if (fd >= 0 && (os_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
         close(fd);
         fd = -1;
     }

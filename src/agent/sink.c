@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "os.h"
 #include "options.h"
 #include "session.h"
 #include "sink.h"
@@ -32,7 +33,7 @@ void sink_fd_take(hl_sink_t* s, int fd) {
         fd = high;
     }
     struct stat st;
-    if (syscall(SYS_fstat, fd, &st) == 0) {
+    if (os_fstat(fd, &st) == 0) {
         s->dev = st.st_dev;
         s->ino = st.st_ino;
     }
@@ -41,7 +42,7 @@ void sink_fd_take(hl_sink_t* s, int fd) {
 
 int sink_fd_is_own(const hl_sink_t* s) {
     struct stat st;
-    return s->fd >= 0 && syscall(SYS_fstat, s->fd, &st) == 0 && st.st_dev == s->dev &&
+    return s->fd >= 0 && os_fstat(s->fd, &st) == 0 && st.st_dev == s->dev &&
            st.st_ino == s->ino;
 }
 

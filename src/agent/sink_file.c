@@ -100,7 +100,7 @@ static int create_trace(hl_sink_t* s, const char* base) {
         if (errno != EEXIST)
             return -errno;
         struct stat st;
-        if (syscall(SYS_newfstatat, AT_FDCWD, s->where, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        if (fstatat(AT_FDCWD, s->where, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             !S_ISREG(st.st_mode)) {
             s->why = kind_of(st.st_mode);
             return -EEXIST;
@@ -112,8 +112,8 @@ static int create_trace(hl_sink_t* s, const char* base) {
 // A trace that could not be started leaves no file behind: removed if s->where still names it.
 static void discard_trace(hl_sink_t* s, int fd) {
     struct stat mine, named;
-    if (syscall(SYS_fstat, fd, &mine) == 0 &&
-        syscall(SYS_newfstatat, AT_FDCWD, s->where, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+    if (fstat(fd, &mine) == 0 &&
+        fstatat(AT_FDCWD, s->where, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
         mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
         syscall(SYS_unlinkat, AT_FDCWD, s->where, 0);
     close(fd);

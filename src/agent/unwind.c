@@ -688,6 +688,7 @@ uint32_t stack_capture(hl_thread_t* t) {
     return stack_intern(ips, unwind_general(ips, hl_opt.depth), NULL);
 }
 uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
+void unwind_forget_recent(void) {} // nothing is remembered between walks here
 #endif
 
 // ---------------------------------------------------------------------------------------------

@@ -107,6 +107,10 @@ int cli_run_traced(cli_run_opts_t o, char** prog_argv, cli_run_report_fn report,
 // The agent: $HEAPLENS_AGENT, or libheaplens.so beside the binary or in ../lib/heaplens/. 0, or
 // -1 when there is none.
 int cli_find_agent(char* out, size_t cap);
+// Is there an agent for that platform ($PLATFORM: x86_64, i686...) beside the agent found, in
+// AGENT_DIR/agents/PLATFORM/? 1, and then (out given) the name LD_PRELOAD gives it with the
+// loader's $PLATFORM; else 0.
+int cli_agent_for(const char* agent, const char* platform, char* out, size_t cap);
 
 int cmd_run(int argc, char** argv);
 int cmd_memcheck(int argc, char** argv); // cmd_memcheck.c: Valgrind's command line and reports

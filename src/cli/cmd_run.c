@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +60,7 @@ static int resolve_program(const char* prog, char* out, size_t cap) {
 // Is it something the agent can be preloaded into? Returns NULL, or why not; *runs_untraced
 // is set when the program still runs without the agent (it has no dynamic loader to preload
 // it with, or is of the other ELF class).
-static const char* why_untraceable(const char* path, int* runs_untraced) {
+static const char* why_untraceable(const char* path, const char* agent, int* runs_untraced) {
     static char why[256];
     struct stat st;
     if (stat(path, &st) != 0)
@@ -76,22 +77,36 @@ static const char* why_untraceable(const char* path, int* runs_untraced) {
     close(fd);
     if (n >= 2 && buf[0] == '#' && buf[1] == '!')
         return NULL; // a script: its interpreter is what gets traced
-    if (n < (ssize_t)sizeof(Elf64_Ehdr) || memcmp(buf, ELFMAG, SELFMAG) != 0)
+    if (n < (ssize_t)sizeof(Elf32_Ehdr) || memcmp(buf, ELFMAG, SELFMAG) != 0)
         return "is not an ELF executable or a #! script";
-    if (buf[EI_CLASS] != ELFCLASS64) {
+    int is_64 = buf[EI_CLASS] == ELFCLASS64;
+    if (!is_64 && !cli_agent_for(agent, "i686", NULL, 0)) {
         *runs_untraced = 1;
-        snprintf(why, sizeof why, "is a 32-bit program (this heaplens traces 64-bit programs)");
+        snprintf(why, sizeof why, "is a 32-bit program (this heaplens has no 32-bit agent: "
+                                  "build it with gcc-multilib and libzstd-dev:i386 installed)");
         return why;
     }
-    const Elf64_Ehdr* eh = (const Elf64_Ehdr*)buf;
-    if (eh->e_type != ET_EXEC && eh->e_type != ET_DYN)
+    // Its program headers, of either class: is there a dynamic loader to preload the agent with?
+    uint16_t type, phnum;
+    uint64_t phoff;
+    size_t phsize;
+    if (is_64) {
+        const Elf64_Ehdr* eh = (const Elf64_Ehdr*)buf;
+        type = eh->e_type, phoff = eh->e_phoff, phnum = eh->e_phnum, phsize = sizeof(Elf64_Phdr);
+    } else {
+        const Elf32_Ehdr* eh = (const Elf32_Ehdr*)buf;
+        type = eh->e_type, phoff = eh->e_phoff, phnum = eh->e_phnum, phsize = sizeof(Elf32_Phdr);
+    }
+    if (type != ET_EXEC && type != ET_DYN)
         return "is not an executable ELF file";
-    if (eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr) > (size_t)n)
+    if (phoff + (uint64_t)phnum * phsize > (uint64_t)n)
         return NULL; // headers beyond what we read: let the loader decide
-    const Elf64_Phdr* ph = (const Elf64_Phdr*)(buf + eh->e_phoff);
-    for (int i = 0; i < eh->e_phnum; i++)
-        if (ph[i].p_type == PT_INTERP)
+    for (int i = 0; i < phnum; i++) {
+        const unsigned char* ph = buf + phoff + (size_t)i * phsize;
+        uint32_t p_type = is_64 ? ((const Elf64_Phdr*)ph)->p_type : ((const Elf32_Phdr*)ph)->p_type;
+        if (p_type == PT_INTERP)
             return NULL;
+    }
     *runs_untraced = 1;
     return "is statically linked (heaplens is loaded into dynamically linked programs only)";
 }
@@ -135,6 +150,29 @@ int cli_find_agent(char* out, size_t cap) {
         }
     }
     return -1;
+}
+
+int cli_agent_for(const char* agent, const char* platform, char* out, size_t cap) {
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s", agent);
+    char* slash = strrchr(dir, '/');
+    if (!slash)
+        return 0;
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/agents/%s/libheaplens.so", dir, platform);
+    if (access(path, R_OK) != 0)
+        return 0;
+    if (out)
+        snprintf(out, cap, "%s/agents/$PLATFORM/libheaplens.so", dir);
+    return 1;
+}
+
+// What LD_PRELOAD names: the agents by platform when they are there (the loader picks the one
+// of each program it starts, 64-bit or 32-bit), else the one agent.
+static void agent_preload_name(const char* agent, char* out, size_t cap) {
+    struct utsname u;
+    if (uname(&u) != 0 || !cli_agent_for(agent, u.machine, out, cap))
+        snprintf(out, cap, "%s", agent);
 }
 
 // The agent's settings, in the one variable it reads them from (src/agent/options.c):
@@ -403,16 +441,17 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         cli_error("%s: %s", prog_argv[0], rr == -EACCES ? "permission denied" : "command not found");
         return 127;
     }
+    char agent[PATH_MAX];
+    int has_agent = cli_find_agent(agent, sizeof agent) == 0;
     int runs_untraced = 0;
-    const char* why = why_untraceable(prog, &runs_untraced);
+    const char* why = why_untraceable(prog, has_agent ? agent : "", &runs_untraced);
     if (why && runs_untraced)
         return run_untraced(prog, prog_argv, why);
     if (why) {
         cli_error("%s: %s", prog, why);
         return 126;
     }
-    char agent[PATH_MAX];
-    if (cli_find_agent(agent, sizeof agent) != 0) {
+    if (!has_agent) {
         cli_error("cannot find libheaplens.so next to the heaplens binary (set HEAPLENS_AGENT)");
         return 2;
     }
@@ -472,7 +511,9 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
 
     // Environment for the agent.
     const char* old_preload = getenv("LD_PRELOAD");
-    char* preload = malloc(strlen(agent) + (old_preload ? strlen(old_preload) : 0) + 2);
+    char agent_name[PATH_MAX + 64];
+    agent_preload_name(agent, agent_name, sizeof agent_name);
+    char* preload = malloc(strlen(agent_name) + (old_preload ? strlen(old_preload) : 0) + 2);
     char* options = agent_options(&o, output, session);
     if (!preload || !options) {
         cli_error("out of memory");
@@ -481,7 +522,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         rundir_remove(&run);
         return 2;
     }
-    sprintf(preload, "%s%s%s", agent, old_preload && *old_preload ? ":" : "",
+    sprintf(preload, "%s%s%s", agent_name, old_preload && *old_preload ? ":" : "",
             old_preload ? old_preload : "");
 
     struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};

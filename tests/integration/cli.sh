@@ -140,6 +140,9 @@ ok "heaplens memcheck --version: as valgrind's, 'heaplens-$man_v'" "'$("$HL" mem
 # ================================================================================================
 # 2. The program's environment
 # ================================================================================================
+# What LD_PRELOAD names: the agents by the loader's $PLATFORM when they are built that way
+PRELOADED=$AGENT
+[ -e "$(dirname "$AGENT")/agents/$(uname -m)/libheaplens.so" ] && PRELOADED="$(dirname "$AGENT")/agents/\$PLATFORM/libheaplens.so"
 E=(env -i PATH=/usr/bin:/bin HOME=/nonexistent A=1 B=x:y)
 cd "$WORK" || exit 1
 # added NAME FILE_WITHOUT FILE_WITH: the lines only FILE_WITH has, with its value cut at '=' for
@@ -151,7 +154,7 @@ envdiff() {
 "${E[@]}" "$HL" run -q -o "$WORK/follow.hl" -- env >follow.env 2>follow.err
 got=$(envdiff plain.env follow.env)
 ok "heaplens run -- env: env's output and two lines more, LD_PRELOAD and HEAPLENS_OPTIONS" "$got" \
-    [ "$got" = $'LD_PRELOAD='"$AGENT"$'\nHEAPLENS_OPTIONS=...' ]
+    [ "$got" = $'LD_PRELOAD='"$PRELOADED"$'\nHEAPLENS_OPTIONS=...' ]
 ok "heaplens run -- env: traced" "$(cat follow.err)" [ -s "$WORK/follow.hl" ]
 
 "${E[@]}" "$HL" run -q -o "$WORK/nofollow.hl" --no-follow -- env >nofollow.env 2>nofollow.err
@@ -164,7 +167,7 @@ ok "heaplens run --no-follow -- env: traced all the same" "$(cat nofollow.err)" 
 "${E[@]}" LD_PRELOAD=libm.so.6 "$HL" run -q -o "$WORK/pre.hl" -- env >pre.env 2>&1
 got=$(envdiff plain_pre.env pre.env)
 ok "an LD_PRELOAD of the user's: the agent goes first in it" "$got" \
-    [ "$got" = $'-LD_PRELOAD=libm.so.6\nLD_PRELOAD='"$AGENT"$':libm.so.6\nHEAPLENS_OPTIONS=...' ]
+    [ "$got" = $'-LD_PRELOAD=libm.so.6\nLD_PRELOAD='"$PRELOADED"$':libm.so.6\nHEAPLENS_OPTIONS=...' ]
 "${E[@]}" LD_PRELOAD=libm.so.6 "$HL" run -q -o "$WORK/prenf.hl" --no-follow -- env >prenf.env 2>&1
 ok "an LD_PRELOAD of the user's, --no-follow: it is as the user set it" "$(envdiff plain_pre.env prenf.env)" \
     cmp -s plain_pre.env prenf.env
@@ -176,7 +179,7 @@ mkdir -p kids_follow kids_nofollow
 got=$(envdiff kids_plain.env kids_follow.env | sort)
 ok "a child of a traced program: LD_PRELOAD and HEAPLENS_OPTIONS, and traced" \
     "$got; $(ls kids_follow | wc -l) traces" \
-    [ "$got" = $'HEAPLENS_OPTIONS=...\nLD_PRELOAD='"$AGENT" ] && [ "$(ls kids_follow | wc -l)" = 2 ]
+    [ "$got" = $'HEAPLENS_OPTIONS=...\nLD_PRELOAD='"$PRELOADED" ] && [ "$(ls kids_follow | wc -l)" = 2 ]
 "${E[@]}" "$HL" run -q -o "$WORK/kids_nofollow/t.%p.hl" --no-follow -- sh -c 'env; true' >kids_nofollow.env 2>&1
 ok "a child under --no-follow: exactly the environment it has without heaplens" \
     "$(envdiff kids_plain.env kids_nofollow.env)" cmp -s kids_plain.env kids_nofollow.env
