@@ -240,9 +240,13 @@ check: deps deps-san all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) 
 demo: ## install what is missing, build, run heaplens on a leaking example
 	@examples/demo.sh
 
+# (A package installed for two architectures, libzstd-dev with its i386 copy, is asked for by
+# this one's name: dpkg -s calls the bare name ambiguous then.)
 deps: ## install the Debian packages the build needs (as root, where missing)
 	@command -v dpkg >/dev/null || exit 0; missing=""; \
-	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	arch=$$(dpkg --print-architecture); \
+	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || dpkg -s $$p:$$arch >/dev/null 2>&1 || \
+	  missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root to install)"; exit 1; fi; \
 	  echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi

@@ -75,6 +75,7 @@ typedef struct cli_run_opts_s {
     int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control, wait;
     int has_alert_growth; // report the call sites growing alert_growth bytes/s or faster
     double alert_growth;
+    double alert_window_s;    // while it runs: the growth of the last this many seconds
     const char* remote;       // the collector's address (the trace goes there), or NULL
     const char* remote_token; // absolute path of the file with its secret, or NULL
     int redzone;              // red zone bytes before and after each block (0: none)

@@ -10,14 +10,19 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../analyze/aggregate.h"
 #include "../common/checkopts.h"
 #include "cli.h"
+#include "growth_alert.h"
 #include "rundir.h"
 
 typedef cli_run_opts_t run_opts_t;
@@ -165,6 +170,49 @@ int cli_agent_for(const char* agent, const char* platform, char* out, size_t cap
     if (out)
         snprintf(out, cap, "%s/agents/$PLATFORM/libheaplens.so", dir);
     return 1;
+}
+
+static int64_t run_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Waits for the program as waitpid does, and meanwhile, every part of the alert window once a
+// whole window has passed, looks for growing call sites (growth_alert.c).
+#define ALERT_MIN_PERIOD_MS 100
+#define RUN_ALERT_WINDOW_S 60 // as heaplens shell's `grow`
+static void wait_alerting(pid_t pid, const cli_run_opts_t* o, int* status) {
+    growth_alert_t g = {.pid = pid,
+                        .rate = o->alert_growth,
+                        .window_s = o->alert_window_s > 0 ? o->alert_window_s : RUN_ALERT_WINDOW_S,
+                        .report = &o->report};
+    int64_t period = (int64_t)(g.window_s * 1000) / AG_GROWTH_WINDOWS;
+    if (period < ALERT_MIN_PERIOD_MS)
+        period = ALERT_MIN_PERIOD_MS;
+    int64_t next = run_now_ms() + (int64_t)(g.window_s * 1000);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0); // readable once the program ends
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            break;
+        int64_t left = next - run_now_ms();
+        if (left <= 0) {
+            growth_alert_check(&g);
+            next += period;
+            continue;
+        }
+        if (pidfd >= 0) {
+            struct pollfd p = {.fd = pidfd, .events = POLLIN};
+            poll(&p, 1, (int)left);
+        } else {
+            struct timespec ts = {0, (left < 50 ? left : 50) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    growth_alert_free(&g);
 }
 
 // What LD_PRELOAD names: the agents by platform when they are there (the loader picks the one
@@ -357,6 +405,17 @@ int cmd_run(int argc, char** argv) {
             if (!*v || *end || o.alert_growth < 0) {
                 cli_error("--alert-growth: expected bytes per second (e.g. 1000 or 1000/s), got '%s'",
                           v);
+                return 2;
+            }
+            v = NULL;
+        }
+        else if ((v = cli_option_value(argc, argv, &i, "--alert-window", NULL))) {
+            char* end;
+            o.alert_window_s = strtod(v, &end);
+            if (!strcmp(end, "s"))
+                end++;
+            if (!*v || *end || !(o.alert_window_s >= 0.1) || o.alert_window_s > 1e6) {
+                cli_error("--alert-window: expected seconds (0.1 or more), got '%s'", v);
                 return 2;
             }
             v = NULL;
@@ -562,8 +621,11 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         ;
     close(exec_err[0]);
     int status = 0;
-    while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    if (o.has_alert_growth && !o.no_control && !o.remote)
+        wait_alerting(child_pid, &o, &status);
+    else
+        while (waitpid(child_pid, &status, 0) < 0 && errno == EINTR)
+            ;
     free(preload);
     free(options);
     if (exec_errno) { // the program never ran: there is no trace to miss

@@ -72,8 +72,10 @@ void cli_usage_run(FILE* out) {
           "  --no-scan                skip the reachability scan at exit\n"
           "  --no-control             no control socket (heaplens shell cannot reach it)\n"
           "  --wait                   start the program only once `heaplens shell PID` connects\n"
-          "  --alert-growth R         after the report, the call sites whose live bytes rose in\n"
-          "                           each quarter of the run by R bytes/s or more\n"
+          "  --alert-growth R         while it runs, each call site whose live bytes rose in each\n"
+          "                           quarter of the last window by R bytes/s or more, once; after\n"
+          "                           the report, those of the whole run\n"
+          "  --alert-window S         that window, in seconds (default 60)\n"
           "  --no-release-stacks      do not unwind at free (faster; a double free then names\n"
           "                           only the allocation and the second release)\n"
           "  -h, --help               this help\n",

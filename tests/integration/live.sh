@@ -293,6 +293,22 @@ ok "run --alert-growth 1000000000/s: none that fast" "$(grep -A1 'GROWING' "$WOR
     grep -q "(no call site grew in every part)" "$WORK/alert1000000000/err"
 ok "run --alert-growth: the program's output and status untouched" "" \
     bash -c "[ \"\$(cat '$WORK/alert1/status')\" = 7 ] && [ \"\$(cat '$WORK/alert1/out')\" = 'served 1' ]"
+# While it runs: with a window of 1 s, each growing site is said once, before the report.
+d=$WORK/alertlive
+mkdir -p "$d"
+(cd "$d" && timeout -k 5 60 "$HL" run --alert-growth 1000/s --alert-window 1 -o "$d/t.hl" -- "$PROGS/live_server" "$d" \
+    >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+RUNS+=($!)
+for _ in $(seq 1 150); do grep -q '^==heaplens== growing at' "$d/err" 2>/dev/null && break; sleep 0.02; done
+sleep 1
+touch "$d/stop"
+for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
+ok "run --alert-growth --alert-window 1: leak_early said while it runs, before the report" "$(head -3 "$d/err")" \
+    bash -c "grep -m1 -n '' '$d/err' | grep -q '^1:==heaplens== growing at [0-9.]* s: [0-9,]* bytes/s from leak_early (tests/programs/live_server.c:[0-9]*), live'"
+ok "run --alert-growth --alert-window 1: each site once" "$(grep -c 'growing at' "$d/err") lines" \
+    bash -c "[ \$(grep -c 'growing at .* from leak_early ' '$d/err') = 1 ] && [ \$(grep -c 'growing at .* from keep_one ' '$d/err') -le 1 ]"
+ok "run --alert-growth --alert-window 1: the program's output and status untouched" "" \
+    bash -c "[ \"\$(cat '$d/status')\" = 7 ] && [ \"\$(cat '$d/out')\" = 'served 1' ]"
 
 # ---------------------------------------------------------------------------------------------
 # run --wait: the program starts once a shell has connected
