@@ -278,7 +278,19 @@ hl elf32 -- "$D/elf32"
 native "$D/elf32"
 expect elf32 "exit status as without heaplens" "$NST" "$ST"
 cmp -s "$D/stdout" "$D/native.stdout" && pass "elf32: stdout as without heaplens" || fail "elf32: stdout" "differs from the program's alone"
-expect elf32 "warning line" "heaplens: $D/elf32 is a 32-bit program (this heaplens traces 64-bit programs): running it untraced" "$(head -n1 "$D/stderr")"
+# A static 32-bit program: with a 32-bit agent built, untraced as any static program; without
+# one, because it is 32-bit.
+if [ -e "$BUILD/agents/i686/libheaplens.so" ]; then
+    want="heaplens: $D/elf32 is statically linked (heaplens is loaded into dynamically linked programs only): running it untraced"
+else
+    want="heaplens: $D/elf32 is a 32-bit program (this heaplens has no 32-bit agent: build it with gcc-multilib and libzstd-dev:i386 installed): running it untraced"
+fi
+expect elf32 "warning line" "$want" "$(head -n1 "$D/stderr")"
+# An agent alone in its directory (no agents/i686 beside it): 32-bit programs are not for it.
+mkdir -p "$D/lone" && cp "$BUILD/libheaplens.so" "$D/lone/"
+got=$(HEAPLENS_AGENT="$D/lone/libheaplens.so" "$BUILD/heaplens" run -q -- "$D/elf32" 2>&1 >/dev/null | head -n1)
+expect elf32 "warning line, with no 32-bit agent" \
+    "heaplens: $D/elf32 is a 32-bit program (this heaplens has no 32-bit agent: build it with gcc-multilib and libzstd-dev:i386 installed): running it untraced" "$got"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
