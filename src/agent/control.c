@@ -435,6 +435,9 @@ static void serve(peer_t* p) {
 // "HEAPLENS-CONTROL PID", on which the collector relays a shell's commands (heaplens shell ADDR
 // PID on the collector's host, which reads the trace the collector writes). A collector that
 // cannot be reached leaves the local socket alone in service.
+// Not before the process has run this long: a build's or a script's thousand short processes
+// would each pay a connection that no shell could use in time.
+#define HL_UPSTREAM_AFTER_NS 300000000L // 0.3 s
 static void link_upstream(int pid) {
     upstream_pid = pid;
     char where[HL_SINK_WHERE];
@@ -475,7 +478,7 @@ void control_poll(void) {
     if (client.s.fd < 0)
         take_client();
     serve(&client);
-    if (upstream_pid != pid)
+    if (upstream_pid != pid && writer_now_ns() >= HL_UPSTREAM_AFTER_NS)
         link_upstream(pid);
     if (upstream.s.fd >= 0 && !sink_fd_is_own(&upstream.s))
         upstream.s.fd = -1;
