@@ -116,4 +116,22 @@ if [ -n "$pid" ]; then
 else
     fail "relink -m32" "no pid: $(head -c 300 live.err)"
 fi
+
+# attach to a 32-bit process: refused in one line before it is stopped; it runs on unharmed.
+mkdir -p att
+("$WORK/relink32" "$WORK/att" >att.out 2>&1; echo $? >att.status) &
+pid=""
+for _ in $(seq 1 250); do [ -s att/pid ] && pid=$(cat att/pid) && break; sleep 0.02; done
+if [ -n "$pid" ]; then
+    timeout 30 "$HL" attach --duration 1 "$pid" >/dev/null 2>att.err
+    st=$?
+    [ "$st" = 1 ] && [ "$(grep -c . att.err)" = 1 ] && grep -q "is a 32-bit program: attach works on 64-bit processes only" att.err &&
+        pass "attach to a 32-bit process: refused in one line" || fail "attach -m32" "status $st: $(cat att.err)"
+    touch att/stop
+    for _ in $(seq 1 250); do [ -s att.status ] && break; sleep 0.02; done
+    [ "$(cat att.status 2>/dev/null)" = 0 ] && [ "$(cat att.out)" = relinked ] &&
+        pass "attach to a 32-bit process: it runs on and ends as alone" || fail "attach -m32: target" "$(cat att.status att.out 2>/dev/null)"
+else
+    fail "attach -m32" "relink32 did not start"
+fi
 finish
