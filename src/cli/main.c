@@ -289,6 +289,15 @@ int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro
     return failed;
 }
 
+static void prefetch_module(void* arg, md_module_t* md) {
+    symbolizer_t* sym = arg;
+    if (md->sym_handle >= 0 || !md->path)
+        return; // queued already, or nothing to open
+    md->sym_handle = symbolizer_add_module(sym, md->path, md->build_id, md->build_id_len);
+    if (md->sym_handle >= 0)
+        symbolizer_prefetch(sym, md->sym_handle);
+}
+
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
     memset(t, 0, sizeof *t);
     if (o->suppressions) {
@@ -305,19 +314,31 @@ int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o
         cli_trace_close(t);
         return 1;
     }
-    int rc = model_load(t->m, trace);
-    if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
-        cli_error("%s: %s", trace, t->m->read.message);
-    if (rc != 0 || t->m->read.is_corrupt) {
+    symbolizer_t* sym = symbolizer_new(o->sysroot);
+    for (int k = 0; sym && k < o->ndebug_dirs; k++)
+        if (symbolizer_add_debug_dir(sym, o->debug_dirs[k]) != 0) {
+            symbolizer_free(sym);
+            sym = NULL;
+        }
+    if (!sym) {
+        cli_error("out of memory");
         cli_trace_close(t);
         return 1;
     }
-    t->ctx = report_ctx_new(t->m, o->sysroot);
-    for (int k = 0; t->ctx && k < o->ndebug_dirs; k++)
-        if (report_ctx_add_debug_dir(t->ctx, o->debug_dirs[k]) != 0) {
-            report_ctx_free(t->ctx);
-            t->ctx = NULL;
-        }
+    // A JSON, HTML or SARIF report names every frame of its stacks: the debug information of
+    // the modules the trace's stacks pass through is opened on a second thread while the trace
+    // is read. The text report names few frames, often none, and opens only what it names.
+    int names_all = o->json_path || o->html_path || o->sarif_path;
+    int rc = names_all ? model_load_observed(t->m, trace, prefetch_module, sym)
+                       : model_load(t->m, trace);
+    if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
+        cli_error("%s: %s", trace, t->m->read.message);
+    if (rc != 0 || t->m->read.is_corrupt) {
+        symbolizer_free(sym);
+        cli_trace_close(t);
+        return 1;
+    }
+    t->ctx = report_ctx_new_with(t->m, sym);
     if (!t->ctx) {
         cli_error("out of memory");
         cli_trace_close(t);
