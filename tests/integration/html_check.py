@@ -182,6 +182,7 @@ def main():
                     help="text the rendered page must show (repeatable)")
     ap.add_argument("--max-load", type=float, default=10.0, help="seconds the page may take to draw")
     ap.add_argument("--chromium", default=None)
+    ap.add_argument("--load-time", action="store_true", help="print load_s=SECONDS once drawn, then stop (bench)")
     a = ap.parse_args()
 
     failed = 0
@@ -222,6 +223,9 @@ def main():
         if not ready:
             return 1
         check(f"drawn in {load_s:.2f}s (under {a.max_load:g}s)", load_s < a.max_load, f"took {load_s:.1f}s")
+        if a.load_time:  # bench: how long the page took to draw, nothing more
+            print("load_s=%.3f" % load_s)
+            return 0
         for t in a.expect_text:
             shown = cdp.js("document.body.innerText.indexOf(%s) >= 0" % json.dumps(t))
             check(f"page shows {t!r}", shown, "not in the page's visible text")
@@ -273,6 +277,13 @@ def main():
               f"{metrics}")
 
         if a.mode == "report":
+            # the top call sites table: a row per site with some of the sorted measure, up to
+            # the 25 it shows at first, each naming its site
+            top = cdp.js("""(function () { var rows = document.querySelectorAll('#top tr td:first-child');
+                var d = JSON.parse(document.getElementById('data').textContent), key = document.getElementById('top-sort').value;
+                var want = (d.sites || []).filter(function (s) { var x = s[key]; return typeof x === 'boolean' ? x : x > 0; }).length;
+                return [rows.length, Math.min(want, 25), rows.length ? rows[0].textContent.trim().length : 0]; })()""") or [0, -1, 0]
+            check(f"top call sites table: {top[0]} rows", top[0] == top[1] and (top[0] == 0 or top[2] > 0), f"{top}")
             leaks = cdp.js("""(function () { var d = document.querySelector('#leaks details'); if (!d) return null;
                 d.open = true; return new Promise(function (ok) { setTimeout(function () { ok(d.querySelectorAll('ol li').length); }, 50); }); })()""")
             check("leak list expands to a symbolized stack", leaks and leaks > 0, f"{leaks}")
