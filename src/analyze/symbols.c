@@ -691,11 +691,9 @@ static void* prefetch_main(void* arg) {
         sym->modules[k].state = MOD_OPENING;
         pthread_mutex_unlock(&sym->lock);
         bool ok = module_open(sym, &t) == 0;
-        if (ok) {
-            Dwarf_Addr bias = 0;
-            dwfl_module_getdwarf(t.mod, &bias); // NULL without DWARF: the symbol table names
-            bounds_build(&t);
-        }
+        Dwarf_Addr bias = 0;
+        if (ok && !dwfl_module_getdwarf(t.mod, &bias))
+            bounds_build(&t); // without DWARF the symbol table names every frame
         pthread_mutex_lock(&sym->lock);
         module_t* m = &sym->modules[k];
         m->dwfl = t.dwfl;
