@@ -232,7 +232,7 @@ static void frame_seen(model_t* m, uint64_t ip) {
             m->seen_hi = hi;
         }
     }
-    m->module_seen(m->module_seen_arg, md);
+    m->observer->module_seen(m->observer->module_arg, md);
 }
 
 // A node of the prefix tree, numbered as the trace defines it: the decoder made sure its parent's
@@ -245,7 +245,7 @@ static void on_stack(model_t* m, const rd_record_t* r) {
     uint32_t parent = model_stack_ref(m, r->u[1]);
     m->stacks[id].parent = parent;
     m->stacks[id].ip = r->u[2];
-    if (m->module_seen)
+    if (m->observer && m->observer->module_seen)
         frame_seen(m, r->u[2]);
 }
 
@@ -432,16 +432,21 @@ static void finish_levels(model_t* m) {
 }
 
 int model_load(model_t* m, const char* path) {
-    return model_load_observed(m, path, NULL, NULL);
+    return model_load_observed(m, path, NULL);
 }
 
-int model_load_observed(model_t* m, const char* path, void (*seen)(void* arg, md_module_t* md),
-                        void* arg) {
+static int on_record_observed(const rd_record_t* r, void* arg) {
+    model_t* m = arg;
+    on_record(r, m);
+    return m->observer->record(r, m->observer->record_arg);
+}
+
+int model_load_observed(model_t* m, const char* path, const model_observer_t* obs) {
     memset(m, 0, sizeof *m);
     m->first_time_ns = -1;
-    m->module_seen = seen;
-    m->module_seen_arg = arg;
-    int rc = rd_read_file(path, on_record, m, &m->read);
+    m->observer = obs;
+    int rc = rd_read_file(path, obs && obs->record ? on_record_observed : on_record, m, &m->read);
+    m->observer = NULL; // the caller's, for the reading only
     if (rc != 0)
         return rc;
     if (!m->has_info) {

@@ -266,7 +266,8 @@ ok "big: report --html ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "
 bytes=$(stat -c %s "$G/page.html" 2>/dev/null || echo 0)
 [ "$bytes" -gt 100000 ] && [ "$bytes" -le 10000000 ] && pass "big: page of $bytes bytes (at most 10 MB)" ||
     fail "big: page of $bytes bytes (at most 10 MB)" "size out of range"
-browser big "$G/page.html" --expect-hist --expect-text "This page is cut to stay small" --max-load 2
+browser big "$G/page.html" --expect-hist --expect-text "This page is cut to stay small" --max-load 2 \
+    --tries 3
 
 # --- 5. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1
