@@ -3,8 +3,9 @@
 # bench/run.sh BUILD_DIR [--quick] - heaplens against native and heaptrack on twelve workloads.
 # Builds the workloads into BUILD_DIR/bench/, runs native / heaptrack / heaplens in alternation
 # (3 rounds, 1 with --quick), then analyses one round's traces with `heaplens report` and
-# `heaptrack_print`, and times heaplens's JSON and HTML reports of the same traces. Prints one
-# table per workload and writes bench/results/latest.md.
+# `heaptrack_print`, and times heaplens's text, JSON and HTML reports of the same trace in
+# alternation and the HTML page's drawing in headless Chromium. Prints one table per workload
+# and writes bench/results/latest.md.
 # A tool that fails on a workload gets "failed (reason)" in its cells; the script goes on.
 # Environment knobs (all optional):
 #   ROUNDS=N           rounds per workload (default 3, 1 with --quick)
@@ -15,6 +16,7 @@
 #   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 churn_unique tree tree_paths cxx
 #                      python sqlite churn_mix cc1 procs make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
+#   REPORT_ROUNDS=N    rounds of text/JSON/HTML reports of one trace (default ROUNDS)
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
 #   EXTRAS="remote live_scan"  the sections after the table (bench/remote.sh, bench/live_scan.py;
 #                      ROUNDS rounds each); EXTRAS="" leaves them out
@@ -245,19 +247,41 @@ analyze() { # WORKLOAD ROUND: heaptrack_print and heaplens report on this round'
             "$heaplens" report "$trace"
         fail=""; ok_result "$res" || fail=$(why "$res" "$err")
         record "$w" heaplens "$r" analyze $(tr ' ' '\t' <"$res") ${fail:+"fail=$fail"}
-        # The machine report and the page of the same trace, each timed on its own (-q: without
-        # the text report the plain run above times).
-        local fmt file
-        for fmt in json html; do
-            file=$dir/hl_report.$fmt; rm -f "$file"
-            "$B/measure" -r "$res" -o /dev/null -e "$err" -t "$timeout" -v "$vmem" -- \
-                "$heaplens" report -q --$fmt "$file" "$trace"
-            fail=""; ok_result "$res" || fail=$(why "$res" "$err")
-            record "$w" heaplens "$r" "report_$fmt" $(tr ' ' '\t' <"$res") \
-                "bytes=$(stat -c %s "$file" 2>/dev/null || echo 0)" ${fail:+"fail=$fail"}
-            [ "${KEEP:-0}" = 1 ] || rm -f "$file"
-        done
+        report_formats "$w" "$trace"
     fi
+}
+
+# The text report, the machine report and the page of one trace, in alternation (the order
+# reversed every other round) for REPORT_ROUNDS rounds (default ROUNDS): the JSON/text and
+# HTML/text ratios come from one run. Then the page is opened in headless Chromium (when there
+# is one) and the time until it has drawn is recorded.
+chromium=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+report_formats() { # WORKLOAD TRACE
+    local w=$1 trace=$2 dir=$B/runs/$1 res=$B/runs/$1/hl_fmt.res err=$B/runs/$1/hl_fmt.err
+    local k fmt file fail order
+    for ((k = 1; k <= ${REPORT_ROUNDS:-$rounds}; k++)); do
+        order="text json html"; [ $((k % 2)) = 0 ] && order="html json text"
+        for fmt in $order; do
+            file=$dir/hl_report.$fmt; rm -f "$file"
+            if [ $fmt = text ]; then # the plain report on stderr, as `heaplens report` prints it
+                "$B/measure" -r "$res" -o /dev/null -e "$file" -t "$timeout" -v "$vmem" -- \
+                    "$heaplens" report "$trace"
+            else # -q: without the text report
+                "$B/measure" -r "$res" -o /dev/null -e "$err" -t "$timeout" -v "$vmem" -- \
+                    "$heaplens" report -q --$fmt "$file" "$trace"
+            fi
+            fail=""; ok_result "$res" || fail=$(why "$res" "$err")
+            record "$w" heaplens "$k" "report_$fmt" $(tr ' ' '\t' <"$res") \
+                "bytes=$(stat -c %s "$file" 2>/dev/null || echo 0)" ${fail:+"fail=$fail"}
+        done
+    done
+    local page=$dir/hl_report.html load
+    if [ -n "$chromium" ] && [ -s "$page" ]; then
+        load=$(timeout 120 python3 "$root/tests/integration/html_check.py" "$page" --load-time \
+            --chromium "$chromium" 2>/dev/null | sed -n 's/^load_s=//p')
+        record "$w" heaplens 1 page_open ${load:+"wall=$load"} ${load:-"fail=chromium did not draw the page"}
+    fi
+    [ "${KEEP:-0}" = 1 ] || rm -f "$dir"/hl_report.json "$dir"/hl_report.html "$dir"/hl_report.text
 }
 
 cd "$B" || exit 1 # stray files (traces of children, core dumps) land here, not in the tree

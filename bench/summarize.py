@@ -28,7 +28,9 @@ for line in open(raw_path):
         if "procs" in kv:
             nprocs[w] = int(kv["procs"])
     elif phase.startswith("report_"):
-        reports[(w, phase[len("report_"):])] = kv
+        reports.setdefault((w, phase[len("report_"):]), []).append(kv)
+    elif phase == "page_open":
+        reports[(w, "page_open")] = [kv]
     elif phase == "run":
         runs.setdefault((w, tool), []).append(kv)
     elif phase == "analyze":
@@ -220,34 +222,36 @@ notes = """Notes:
     rounds=meta.get("rounds", "?"), depth=meta.get("depth", "?"), vmem_mb=meta.get("vmem_mb", "?"),
     timeout=meta.get("timeout", "?"))
 
-# heaplens's reports of round 1's trace: text (the plain `heaplens report`), JSON and HTML.
-rhead = ["workload", "trace (.hl)", "text report", "JSON report", "JSON/text time", "JSON size",
-         "HTML page", "HTML size", "HTML peak RSS"]
+# heaplens's reports of round 1's trace, in alternation: text (the plain `heaplens report`),
+# JSON and HTML, medians; the page's time to draw in headless Chromium.
+rhead = ["workload", "trace (.hl)", "text report", "JSON report", "JSON/text", "HTML page",
+         "HTML/text", "HTML size", "peak RSS text / JSON / HTML", "Chromium draws page"]
 rrows = []
 for w in order:
-    t = analysis.get((w, "heaplens"))
-    if t is None:
+    if not any((w, f) in reports for f in ("text", "json", "html")):
         continue
+
     def rep(fmt):
-        a = reports.get((w, fmt))
-        if a is None:
-            return None
-        return a
-    j, h = rep("json"), rep("html")
-    tt = float(t["wall"]) if "wall" in t and "fail" not in t else None
-    def tcell(a):
-        if a is None:
-            return "not run"
-        if "fail" in a:
-            return "failed (%s)" % a["fail"][:50]
-        return secs(float(a["wall"]))
-    jr = "-"
-    if j is not None and "fail" not in j and tt:
-        jr = ratio(float(j["wall"]), tt)
+        """median wall, median peak RSS, bytes, failure of the rounds of one format"""
+        rs = reports.get((w, fmt), [])
+        good = [r for r in rs if "fail" not in r and "wall" in r]
+        fail = next((r["fail"] for r in rs if "fail" in r), None)
+        return (med([float(r["wall"]) for r in good]), med([int(r["maxrss_kb"]) for r in good if "maxrss_kb" in r]),
+                next((int(r["bytes"]) for r in good if "bytes" in r), None), fail, len(rs))
+
+    def tcell(x):
+        wall, _, _, fail, n = x
+        if wall is None:
+            return "failed (%s)" % fail[:50] if fail else "not run"
+        return secs(wall) + (" [%s]" % fail[:40] if fail else "")
+
+    T, J, H = rep("text"), rep("json"), rep("html")
+    po = reports.get((w, "page_open"), [{}])[0]
+    page = "not run" if not po else ("failed (%s)" % po["fail"] if "fail" in po else secs(float(po["wall"])))
     S_hl = summary(w, "heaplens")
-    rrows.append((w, size(S_hl["trace"]) if S_hl["n"] else "-", secs(tt), tcell(j), jr,
-                  size(j.get("bytes")) if j else "-", tcell(h), size(h.get("bytes")) if h else "-",
-                  kb(int(h["maxrss_kb"])) if h and "maxrss_kb" in h else "-"))
+    rrows.append((w, size(S_hl["trace"]) if S_hl["n"] else "-", tcell(T), tcell(J), ratio(J[0], T[0]),
+                  tcell(H), ratio(H[0], T[0]), size(H[2]), " / ".join(kb(x[1]) for x in (T, J, H)), page))
+nrep = max((len(v) for k, v in reports.items() if k[1] == "text"), default=0)
 
 w_ = [max(len(str(x[i])) for x in rows + [shead]) for i in range(len(shead))]
 print("\n".join(text_out))
@@ -276,7 +280,7 @@ with open(md_path, "w") as f:
     for r_ in mrows:
         f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")
     if rrows:
-        f.write("\nheaplens's reports of round 1's trace (`heaplens report`, `report -q --json`, `report -q --html`):\n\n")
+        f.write("\nheaplens's reports of round 1's trace (`heaplens report`, `report -q --json`, `report -q --html`, in alternation, medians of %d round(s)); the page's time to draw in headless Chromium (tests/integration/html_check.py --load-time):\n\n" % nrep)
         f.write("| " + " | ".join(rhead) + " |\n|" + "---|" * len(rhead) + "\n")
         for r_ in rrows:
             f.write("| " + " | ".join(str(c).replace("|", "/") for c in r_) + " |\n")

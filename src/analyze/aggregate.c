@@ -284,8 +284,23 @@ static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
 }
 
 // The site of a stack by its number (model_stack_number).
+// A pass fed while the model reads: the stacks are numbered as they come, the table grows.
+static HL_NOINLINE int slot_grow(pass_t* p, uint32_t stack) {
+    aggregate_t* a = p->a;
+    uint32_t* fresh = md_grow(a->site_slot, &a->site_slot_cap, (size_t)stack + 1, sizeof *fresh);
+    if (!fresh) {
+        p->failed = 1;
+        return 0;
+    }
+    a->site_slot = fresh;
+    a->nstacks = (size_t)stack + 1;
+    return 1;
+}
+
 static inline ag_site_t* site_of(pass_t* p, uint32_t stack) {
     aggregate_t* a = p->a;
+    if (hl_unlikely(stack >= a->nstacks) && a->stream && !slot_grow(p, stack))
+        return &p->spare;
     size_t id = stack < a->nstacks ? (size_t)stack : 0;
     uint32_t slot = a->site_slot[id];
     return hl_likely(slot != 0) ? &a->sites[slot - 1] : site_new(p, id);
@@ -332,12 +347,40 @@ static void growth_advance(pass_t* p, int64_t t) {
     }
 }
 
+// A streamed pass past its last bucket: buckets twice as wide, each pair merged into one (the
+// higher heap with its blocks, the higher mapping and RSS: the maxima of the wider bucket).
+static void tl_widen(pass_t* p) {
+    aggregate_t* a = p->a;
+    for (long i = 0; 2 * i <= p->cur; i++) {
+        ag_point_t x = a->timeline[2 * i];
+        if (2 * i + 1 <= p->cur) {
+            const ag_point_t* y = &a->timeline[2 * i + 1];
+            if (y->heap_bytes > x.heap_bytes) {
+                x.heap_bytes = y->heap_bytes;
+                x.heap_blocks = y->heap_blocks;
+            }
+            if (y->mapped_bytes > x.mapped_bytes)
+                x.mapped_bytes = y->mapped_bytes;
+            if (y->rss_bytes > x.rss_bytes)
+                x.rss_bytes = y->rss_bytes;
+        }
+        a->timeline[i] = x;
+    }
+    if (p->cur >= 0)
+        p->cur /= 2;
+    memset(&a->timeline[p->cur + 1], 0,
+           (a->opts.max_buckets - (size_t)(p->cur + 1)) * sizeof *a->timeline);
+    a->bucket_ns *= 2;
+}
+
 static void tl_advance(pass_t* p, int64_t t) {
     aggregate_t* a = p->a;
     if (a->opts.growth)
         growth_advance(p, t);
     if (!a->timeline || t < a->start_ns || t > a->end_ns)
         return;
+    while (a->stream && (t - a->start_ns) / a->bucket_ns >= (int64_t)a->opts.max_buckets)
+        tl_widen(p);
     long idx = (long)((t - a->start_ns) / a->bucket_ns);
     while (p->cur < idx) {
         ag_point_t* pt = &a->timeline[++p->cur];
@@ -640,6 +683,29 @@ static void finish_leaks(pass_t* p) {
     }
 }
 
+// After the last record: the timeline up to the end, the sites' numbers at the last peak, the
+// leaks the model's scan gave them, the totals.
+static void finish(pass_t* p) {
+    aggregate_t* a = p->a;
+    tl_advance(p, a->end_ns);
+    if (a->opts.growth) {
+        while (a->growth_taken < AG_GROWTH_WINDOWS)
+            growth_advance(p, a->end_ns);
+        growth_advance(p, a->end_ns + 1);
+    }
+    a->ntimeline = (size_t)(p->cur + 1);
+    for (size_t i = 0; i < a->nsites; i++)
+        site_touch(p, &a->sites[i]); // the last peak's numbers for sites unchanged since
+    finish_leaks(p);
+    for (size_t i = 0; i < a->nsites; i++)
+        if (a->sites[i].is_kept && a->sites[i].allocations)
+            a->totals.sites++;
+    if (a->nthreads)
+        qsort(a->threads, a->nthreads, sizeof *a->threads, cmp_threads);
+    if (!a->peak_bytes && a->ntimeline)
+        a->peak_time_ns = a->start_ns;
+}
+
 int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_opts_t* o,
                     char* err, size_t errlen) {
     model_t* m = report_model(c);
@@ -687,27 +753,10 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     rc = rd_read_file(path, on_record, &p, &res);
     if (rc == 0 && p.failed)
         rc = -ENOMEM;
-    if (rc != 0) {
+    if (rc != 0)
         snprintf(err, errlen, "%s: %s", path, p.failed ? "out of memory" : res.message);
-    } else {
-        tl_advance(&p, a->end_ns);
-        if (a->opts.growth) {
-            while (a->growth_taken < AG_GROWTH_WINDOWS)
-                growth_advance(&p, a->end_ns);
-            growth_advance(&p, a->end_ns + 1);
-        }
-        a->ntimeline = (size_t)(p.cur + 1);
-        for (size_t i = 0; i < a->nsites; i++)
-            site_touch(&p, &a->sites[i]); // the last peak's numbers for sites unchanged since
-        finish_leaks(&p);
-        for (size_t i = 0; i < a->nsites; i++)
-            if (a->sites[i].is_kept && a->sites[i].allocations)
-                a->totals.sites++;
-        if (a->nthreads)
-            qsort(a->threads, a->nthreads, sizeof *a->threads, cmp_threads);
-        if (!a->peak_bytes && a->ntimeline)
-            a->peak_time_ns = a->start_ns;
-    }
+    else
+        finish(&p);
     if (o->filter)
         regfree(&rx);
     free(p.life);
@@ -715,7 +764,56 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     return rc;
 }
 
+int aggregate_begin(aggregate_t* a, model_t* m, size_t max_buckets) {
+    memset(a, 0, sizeof *a);
+    a->opts.max_buckets = max_buckets ? max_buckets : AG_DEFAULT_BUCKETS;
+    a->end_ns = INT64_MAX; // known at the end
+    a->bucket_ns = AG_STREAM_BUCKET_NS;
+    a->timeline = calloc(a->opts.max_buckets, sizeof *a->timeline);
+    pass_t* p = calloc(1, sizeof *p);
+    if (!a->timeline || !p) {
+        free(p);
+        aggregate_free(a);
+        return -ENOMEM;
+    }
+    *p = (pass_t){.a = a, .m = m, .cur = -1};
+    a->stream = p;
+    return 0;
+}
+
+int aggregate_record(const rd_record_t* r, void* arg) {
+    aggregate_t* a = arg;
+    return on_record(r, a->stream);
+}
+
+int aggregate_end(aggregate_t* a, char* err, size_t errlen) {
+    pass_t* p = a->stream;
+    if (!p)
+        return -EINVAL;
+    int rc = p->failed ? -ENOMEM : 0;
+    if (rc == 0) {
+        const model_t* m = p->m;
+        a->end_ns = m->has_end && m->end_time_ns > m->last_time_ns ? m->end_time_ns
+                                                                     : m->last_time_ns;
+        if (a->end_ns < 0)
+            a->end_ns = 0;
+        finish(p);
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    free(p->life);
+    idmap_free(&p->thread_ids);
+    free(p);
+    a->stream = NULL;
+    return rc;
+}
+
 void aggregate_free(aggregate_t* a) {
+    if (a->stream) {
+        free(a->stream->life);
+        idmap_free(&a->stream->thread_ids);
+        free(a->stream);
+    }
     for (int k = 0; k <= AG_GROWTH_WINDOWS; k++)
         free(a->growth_live[k]);
     free(a->site_slot);

@@ -104,6 +104,8 @@ typedef struct aggregate_s {
     size_t growth_n[AG_GROWTH_WINDOWS + 1];
     int growth_taken; // boundaries passed so far
     int64_t growth_start_ns; // the window's start, or the trace's first record when later
+    size_t site_slot_cap;
+    struct pass_s* stream; // aggregate_begin .. aggregate_end: the pass fed record by record
 } aggregate_t;
 
 // A call site whose live bytes rose across every part of the window: its growth in bytes per
@@ -128,6 +130,18 @@ int ag_filter_check(const char* re, char* err, size_t errlen);
 int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_opts_t* o,
                     char* err, size_t errlen);
 void aggregate_free(aggregate_t* a);
+
+// The same pass over the whole trace (no window, filter or growth) fed by the model's own
+// reading, one pass instead of two: aggregate_begin before model_load_observed, which gives
+// every record to aggregate_record (arg: a) after the model took it, and aggregate_end once the
+// model is loaded. Everything is as aggregate_build makes it but the timeline: its bucket width
+// is not known before the end, so it starts at AG_STREAM_BUCKET_NS and doubles (pairs of
+// buckets merged: the same maxima) whenever the buckets would pass max_buckets; the page draws
+// between half and all of them. 0, or -ENOMEM (aggregate_record: non-zero stops the reading).
+#define AG_STREAM_BUCKET_NS 1000 // 1 us: finer than any trace's sampling
+int aggregate_begin(aggregate_t* a, model_t* m, size_t max_buckets);
+int aggregate_record(const rd_record_t* r, void* a);
+int aggregate_end(aggregate_t* a, char* err, size_t errlen);
 // The call site of a stack by its number (model_stack_number), or NULL when no event named it.
 const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack);
 // The thread with this index, or NULL when the trace never named it.

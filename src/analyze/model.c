@@ -214,6 +214,25 @@ static void on_module(model_t* m, const rd_record_t* r) {
                 md->segs[i][k] = r->segs[i * 3 + k];
     md->is_alive = 1;
     md->sym_handle = -1;
+    m->seen_lo = m->seen_hi = 0; // the segment may be another module's now
+}
+
+// The module of a frame for model_load_observed. Most new frames lie in the segment of the one
+// before (a program's own code): only a frame outside it looks the modules up.
+static void frame_seen(model_t* m, uint64_t ip) {
+    if (ip >= m->seen_lo && ip < m->seen_hi)
+        return;
+    md_module_t* md = (md_module_t*)model_module_of(m, ip);
+    if (!md)
+        return;
+    for (uint32_t s = 0; s < md->nsegs; s++) {
+        uint64_t lo = md->bias + md->segs[s][0], hi = lo + md->segs[s][1];
+        if (ip >= lo && ip < hi) {
+            m->seen_lo = lo;
+            m->seen_hi = hi;
+        }
+    }
+    m->observer->module_seen(m->observer->module_arg, md);
 }
 
 // A node of the prefix tree, numbered as the trace defines it: the decoder made sure its parent's
@@ -226,6 +245,8 @@ static void on_stack(model_t* m, const rd_record_t* r) {
     uint32_t parent = model_stack_ref(m, r->u[1]);
     m->stacks[id].parent = parent;
     m->stacks[id].ip = r->u[2];
+    if (m->observer && m->observer->module_seen)
+        frame_seen(m, r->u[2]);
 }
 
 const md_stack_t* model_stack(model_t* m, uint32_t id) {
@@ -411,9 +432,21 @@ static void finish_levels(model_t* m) {
 }
 
 int model_load(model_t* m, const char* path) {
+    return model_load_observed(m, path, NULL);
+}
+
+static int on_record_observed(const rd_record_t* r, void* arg) {
+    model_t* m = arg;
+    on_record(r, m);
+    return m->observer->record(r, m->observer->record_arg);
+}
+
+int model_load_observed(model_t* m, const char* path, const model_observer_t* obs) {
     memset(m, 0, sizeof *m);
     m->first_time_ns = -1;
-    int rc = rd_read_file(path, on_record, m, &m->read);
+    m->observer = obs;
+    int rc = rd_read_file(path, obs && obs->record ? on_record_observed : on_record, m, &m->read);
+    m->observer = NULL; // the caller's, for the reading only
     if (rc != 0)
         return rc;
     if (!m->has_info) {

@@ -167,6 +167,8 @@ typedef struct model_s {
     size_t record_mask;
     md_run_t run;
     md_notes_t notes; // what the program said through the API
+    const struct model_observer_s* observer; // model_load_observed
+    uint64_t seen_lo, seen_hi; // the segment of the last frame told to the observer
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;
@@ -174,6 +176,17 @@ typedef struct model_s {
 // Read a whole trace into m (zeroed first). Returns 0 when it is a trace, even a damaged one
 // (m->read tells), or -errno with m->read.message set.
 int model_load(model_t* m, const char* path);
+// Work that can go on while a trace is read, beside the model: either callback may be NULL.
+typedef struct model_observer_s {
+    // the module of each stack frame the trace defines: at least once per module that has a
+    // frame, repeated calls possible; md valid during the call (opening its debug information)
+    void (*module_seen)(void* arg, md_module_t* md);
+    void* module_arg;
+    // every record, after the model took it (another pass's numbers); non-zero stops reading
+    int (*record)(const rd_record_t* r, void* arg);
+    void* record_arg;
+} model_observer_t;
+int model_load_observed(model_t* m, const char* path, const model_observer_t* obs);
 void model_free(model_t* m);
 
 // Whether the trace tells the whole run: every chunk read whole, and it ends with END (or with

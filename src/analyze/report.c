@@ -19,11 +19,17 @@ int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir) {
 }
 
 report_ctx_t* report_ctx_new(model_t* m, const char* sysroot) {
+    return report_ctx_new_with(m, symbolizer_new(sysroot));
+}
+
+report_ctx_t* report_ctx_new_with(model_t* m, symbolizer_t* sym) {
     report_ctx_t* c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        symbolizer_free(sym);
         return NULL;
+    }
     c->m = m;
-    c->sym = symbolizer_new(sysroot);
+    c->sym = sym;
     c->frames = calloc(m->nstacks + 1, sizeof *c->frames);
     c->nframes = calloc(m->nstacks + 1, sizeof *c->nframes);
     if (!c->sym || !c->frames || !c->nframes) {

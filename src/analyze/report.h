@@ -48,6 +48,9 @@ typedef struct report_frame_s {
 typedef struct report_ctx_s report_ctx_t;
 
 report_ctx_t* report_ctx_new(model_t* m, const char* sysroot);
+// The same with a symbolizer made before (the modules the model names may be registered in it
+// already, as their sym_handle says); the context owns it, and frees it on failure too.
+report_ctx_t* report_ctx_new_with(model_t* m, symbolizer_t* sym);
 // Separate debug information under DIR (symbolizer_add_debug_dir): 0, or -errno.
 int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir);
 void report_ctx_free(report_ctx_t* c);

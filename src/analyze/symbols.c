@@ -2,7 +2,8 @@
 // symbols.c - symbolizer on top of elfutils libdwfl: one Dwfl per module placed at bias 0 so
 // trace addresses (ip - load bias) can be looked up as they are, DWARF scopes for inline chains,
 // the ELF symbol table as fallback, and memo + string-intern tables so every distinct address and
-// string is resolved and stored once. Not thread-safe: one symbolizer belongs to one thread.
+// string is resolved and stored once. One symbolizer belongs to one thread; the only other one
+// is its own prefetch thread (symbolizer_prefetch), which opens modules and touches nothing else.
 
 #include "symbols.h"
 
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +34,16 @@ typedef struct arena_block_s {
     max_align_t data[];
 } arena_block_t;
 
-enum { MOD_UNOPENED, MOD_OPEN, MOD_UNKNOWN };
+// MOD_OPENING: the prefetch thread or the caller is opening it (states change under `lock`)
+enum { MOD_UNOPENED, MOD_OPEN, MOD_UNKNOWN, MOD_OPENING };
 
 typedef struct {
     char* path;        // as registered; reported back for "module+0xoff"
     uint8_t* build_id; // NULL when the trace did not record one
     size_t build_id_len;
     int state;
+    bool is_queued;  // for the prefetch thread
+    bool is_settled; // the caller's thread saw it OPEN or UNKNOWN (read without the lock then)
     Dwfl* dwfl;
     Dwfl_Module* mod;
     // The symbol-table answer by address interval. dwfl_module_addrinfo scans the whole table
@@ -81,6 +86,15 @@ struct symbolizer_s {
     size_t intern_cap, intern_count;
     arena_block_t* arena;
     bool oom; // set by helpers that cannot report errors themselves; stops memoising bad results
+    // The prefetch thread: opens queued modules (ELF, debug file, DWARF with its compressed
+    // sections inflated, symbol table) while the caller reads the trace. It takes a module
+    // UNOPENED -> OPENING -> OPEN or UNKNOWN under `lock`, writes only that module's entry, and
+    // only under the lock; the caller's thread alone grows `modules` (under the lock too).
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    pthread_t worker;
+    bool has_worker, is_closing;
+    int next_queued; // the worker looks for queued modules from here on
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -242,6 +256,8 @@ symbolizer_t* symbolizer_new(const char* sysroot) {
     symbolizer_t* sym = calloc(1, sizeof(*sym));
     if (!sym)
         return NULL;
+    pthread_mutex_init(&sym->lock, NULL);
+    pthread_cond_init(&sym->changed, NULL);
     if (sysroot && sysroot[0]) {
         sym->sysroot = strdup(sysroot);
         // Same search as libdwfl's default (file's dir, its .debug/, /usr/lib/debug incl.
@@ -282,6 +298,15 @@ int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir) {
 void symbolizer_free(symbolizer_t* sym) {
     if (!sym)
         return;
+    if (sym->has_worker) { // it stops after the module it is opening
+        pthread_mutex_lock(&sym->lock);
+        sym->is_closing = true;
+        pthread_cond_broadcast(&sym->changed);
+        pthread_mutex_unlock(&sym->lock);
+        pthread_join(sym->worker, NULL);
+    }
+    pthread_cond_destroy(&sym->changed);
+    pthread_mutex_destroy(&sym->lock);
     for (int i = 0; i < sym->nmodules; i++) {
         if (sym->modules[i].dwfl)
             dwfl_end(sym->modules[i].dwfl);
@@ -309,30 +334,41 @@ int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* bu
                           size_t build_id_len) {
     if (!sym || !path)
         return -EINVAL;
+    module_t fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.state = MOD_UNOPENED;
+    fresh.path = strdup(path);
+    if (!fresh.path)
+        return -ENOMEM;
+    if (build_id && build_id_len) {
+        fresh.build_id = malloc(build_id_len);
+        if (!fresh.build_id) {
+            free(fresh.path);
+            return -ENOMEM;
+        }
+        memcpy(fresh.build_id, build_id, build_id_len);
+        fresh.build_id_len = build_id_len;
+    }
+    int k = -ENOMEM;
+    pthread_mutex_lock(&sym->lock);
     if (sym->nmodules == sym->cap_modules) {
         int cap = sym->cap_modules ? sym->cap_modules * 2 : 16;
         module_t* m = realloc(sym->modules, (size_t)cap * sizeof(*m));
-        if (!m)
-            return -ENOMEM;
-        sym->modules = m;
-        sym->cap_modules = cap;
-    }
-    module_t* m = &sym->modules[sym->nmodules];
-    memset(m, 0, sizeof(*m));
-    m->path = strdup(path);
-    if (!m->path)
-        return -ENOMEM;
-    if (build_id && build_id_len) {
-        m->build_id = malloc(build_id_len);
-        if (!m->build_id) {
-            free(m->path);
-            return -ENOMEM;
+        if (m) {
+            sym->modules = m;
+            sym->cap_modules = cap;
         }
-        memcpy(m->build_id, build_id, build_id_len);
-        m->build_id_len = build_id_len;
     }
-    m->state = MOD_UNOPENED;
-    return sym->nmodules++;
+    if (sym->nmodules < sym->cap_modules) {
+        k = sym->nmodules++;
+        sym->modules[k] = fresh;
+    }
+    pthread_mutex_unlock(&sym->lock);
+    if (k < 0) {
+        free(fresh.path);
+        free(fresh.build_id);
+    }
+    return k;
 }
 
 const char* symbolizer_module_path(const symbolizer_t* sym, int module) {
@@ -633,10 +669,90 @@ static const char* symtab_name(module_t* m, uint64_t addr) {
     return name;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Prefetch: what the first lookup in a module costs is mostly opening it, and inflating a
+// distribution's compressed debug sections (libc's: 35% of a small trace's JSON report) is the
+// bulk of that. The thread does it while the caller is still reading the trace.
+
+static void* prefetch_main(void* arg) {
+    symbolizer_t* sym = arg;
+    pthread_mutex_lock(&sym->lock);
+    while (!sym->is_closing) {
+        int k = sym->next_queued;
+        while (k < sym->nmodules &&
+               !(sym->modules[k].is_queued && sym->modules[k].state == MOD_UNOPENED))
+            k++;
+        sym->next_queued = k;
+        if (k == sym->nmodules) {
+            pthread_cond_wait(&sym->changed, &sym->lock);
+            continue;
+        }
+        module_t t = sym->modules[k]; // its path and build-id stay put; the rest is ours
+        sym->modules[k].state = MOD_OPENING;
+        pthread_mutex_unlock(&sym->lock);
+        bool ok = module_open(sym, &t) == 0;
+        Dwarf_Addr bias = 0;
+        if (ok && !dwfl_module_getdwarf(t.mod, &bias))
+            bounds_build(&t); // without DWARF the symbol table names every frame
+        pthread_mutex_lock(&sym->lock);
+        module_t* m = &sym->modules[k];
+        m->dwfl = t.dwfl;
+        m->mod = t.mod;
+        m->bounds = t.bounds;
+        m->nbounds = t.nbounds;
+        m->answer = t.answer;
+        m->asked = t.asked;
+        m->has_bounds = t.has_bounds;
+        m->fsyms = t.fsyms;
+        m->nfsyms = t.nfsyms;
+        m->first_sizeless = t.first_sizeless;
+        m->state = ok ? MOD_OPEN : MOD_UNKNOWN;
+        pthread_cond_broadcast(&sym->changed);
+    }
+    pthread_mutex_unlock(&sym->lock);
+    return NULL;
+}
+
+int symbolizer_prefetch(symbolizer_t* sym, int module) {
+    if (!sym || module < 0 || module >= sym->nmodules)
+        return -EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&sym->lock);
+    sym->modules[module].is_queued = true;
+    if (module < sym->next_queued)
+        sym->next_queued = module;
+    if (!sym->has_worker) {
+        rc = -pthread_create(&sym->worker, NULL, prefetch_main, sym);
+        sym->has_worker = rc == 0;
+    }
+    pthread_cond_broadcast(&sym->changed);
+    pthread_mutex_unlock(&sym->lock);
+    return rc;
+}
+
+// Before the caller's first lookup in m: the prefetch thread's result (waiting for it while it
+// opens m), or m opened here when the thread has not come to it.
+static void module_settle(symbolizer_t* sym, module_t* m) {
+    pthread_mutex_lock(&sym->lock);
+    while (m->state == MOD_OPENING)
+        pthread_cond_wait(&sym->changed, &sym->lock);
+    bool mine = m->state == MOD_UNOPENED;
+    if (mine)
+        m->state = MOD_OPENING; // the thread leaves it alone now
+    pthread_mutex_unlock(&sym->lock);
+    if (mine) {
+        int st = module_open(sym, m) == 0 ? MOD_OPEN : MOD_UNKNOWN;
+        pthread_mutex_lock(&sym->lock);
+        m->state = st;
+        pthread_mutex_unlock(&sym->lock);
+    }
+    m->is_settled = true;
+}
+
 static int resolve(symbolizer_t* sym, module_t* m, uint64_t addr, sym_frame_t* out, int cap) {
     memset(&out[0], 0, sizeof(out[0]));
-    if (m->state == MOD_UNOPENED)
-        m->state = module_open(sym, m) == 0 ? MOD_OPEN : MOD_UNKNOWN;
+    if (!m->is_settled)
+        module_settle(sym, m);
     if (m->state != MOD_OPEN)
         return 1;
 

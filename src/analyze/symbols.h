@@ -24,8 +24,9 @@ symbolizer_t* symbolizer_new(const char* sysroot);
 
 // Also look for separate debug information under DIR (absolute): DIR/.build-id/xx/rest.debug by
 // the build-id the trace recorded, then DIR/<the binary's directory>/<its debuglink name>, as
-// gdb and debuginfod's caches lay it out. Call before the first lookup; may be called again for
-// more directories, searched in order before the system's. 0, or -ENOMEM / -EINVAL.
+// gdb and debuginfod's caches lay it out. Call before the first lookup or prefetch; may be
+// called again for more directories, searched in order before the system's. 0, or -ENOMEM /
+// -EINVAL.
 int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
 
 // Release everything, including every string handed out by symbolizer_lookup.
@@ -35,6 +36,14 @@ void symbolizer_free(symbolizer_t* sym);
 // here. Returns a module handle >= 0, or -errno (-ENOMEM).
 int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* build_id,
                           size_t build_id_len);
+
+// Open the module (its ELF, debug file, DWARF and symbol table) on a thread of the symbolizer's
+// own, while the caller goes on with other work (reading the rest of a trace); a lookup in it
+// waits for that, or opens it itself when the thread has not come to it yet. Modules are opened
+// in the order they are queued, one at a time; symbolizer_free stops the thread after the one
+// it is opening. The lookups' answers are the same with or without it. Call after every
+// symbolizer_add_debug_dir. 0, or -errno (no thread: lookups open modules as before).
+int symbolizer_prefetch(symbolizer_t* sym, int module);
 
 // Symbolize rel_addr, an address relative to the module's load bias (ip - bias) that already
 // points into the call instruction (return address - 1). Writes up to max frames, innermost

@@ -33,6 +33,7 @@ typedef struct cli_trace_s {
     model_t* m;
     report_ctx_t* ctx;
     suppressions_t* supp;
+    struct aggregate_s* page; // the page's views, made while the trace was read, or NULL
 } cli_trace_t;
 
 // Load (0), or print one error line and return 1 (nothing left to close). A trace cut short is

@@ -291,7 +291,24 @@ int cli_write_sarif(const char* path, report_ctx_t* ctx, const report_opts_t* ro
     return failed;
 }
 
-int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
+static void prefetch_module(void* arg, md_module_t* md) {
+    symbolizer_t* sym = arg;
+    if (md->sym_handle >= 0 || !md->path)
+        return; // queued already, or nothing to open
+    md->sym_handle = symbolizer_add_module(sym, md->path, md->build_id, md->build_id_len);
+    if (md->sym_handle >= 0)
+        symbolizer_prefetch(sym, md->sym_handle);
+}
+
+// The page's views need a pass over every record: made beside the model's, in the same reading.
+static int page_record(const rd_record_t* r, void* arg) {
+    aggregate_record(r, arg);
+    return 0; // a pass out of memory says so at its end; the model reads on
+}
+
+// with_page: the HTML page's views too (cli_trace_t.page), in the same reading.
+static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o,
+                      int with_page) {
     memset(t, 0, sizeof *t);
     if (o->suppressions) {
         char err[512];
@@ -307,25 +324,60 @@ int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o
         cli_trace_close(t);
         return 1;
     }
-    int rc = model_load(t->m, trace);
-    if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
-        cli_error("%s: %s", trace, t->m->read.message);
-    if (rc != 0 || t->m->read.is_corrupt) {
+    symbolizer_t* sym = symbolizer_new(o->sysroot);
+    for (int k = 0; sym && k < o->ndebug_dirs; k++)
+        if (symbolizer_add_debug_dir(sym, o->debug_dirs[k]) != 0) {
+            symbolizer_free(sym);
+            sym = NULL;
+        }
+    if (!sym) {
+        cli_error("out of memory");
         cli_trace_close(t);
         return 1;
     }
-    t->ctx = report_ctx_new(t->m, o->sysroot);
-    for (int k = 0; t->ctx && k < o->ndebug_dirs; k++)
-        if (report_ctx_add_debug_dir(t->ctx, o->debug_dirs[k]) != 0) {
-            report_ctx_free(t->ctx);
-            t->ctx = NULL;
+    // A JSON, HTML or SARIF report names every frame of its stacks: the debug information of
+    // the modules the trace's stacks pass through is opened on a second thread while the trace
+    // is read. The text report names few frames, often none, and opens only what it names.
+    int names_all = o->json_path || o->html_path || o->sarif_path;
+    aggregate_t* page = with_page ? calloc(1, sizeof *page) : NULL;
+    if (page && aggregate_begin(page, t->m, 0) != 0) {
+        free(page);
+        page = NULL; // the page makes its own pass
+    }
+    model_observer_t obs = {.module_seen = names_all ? prefetch_module : NULL,
+                            .module_arg = sym,
+                            .record = page ? page_record : NULL,
+                            .record_arg = page};
+    int rc = names_all || page ? model_load_observed(t->m, trace, &obs) : model_load(t->m, trace);
+    if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
+        cli_error("%s: %s", trace, t->m->read.message);
+    if (rc != 0 || t->m->read.is_corrupt) {
+        if (page) {
+            aggregate_free(page);
+            free(page);
         }
+        symbolizer_free(sym);
+        cli_trace_close(t);
+        return 1;
+    }
+    char err[256];
+    if (page && aggregate_end(page, err, sizeof err) != 0) {
+        aggregate_free(page);
+        free(page);
+        page = NULL;
+    }
+    t->page = page;
+    t->ctx = report_ctx_new_with(t->m, sym);
     if (!t->ctx) {
         cli_error("out of memory");
         cli_trace_close(t);
         return 1;
     }
     return 0;
+}
+
+int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
+    return trace_open(t, trace, o, 0);
 }
 
 int cli_trace_has_errors(cli_trace_t* t) {
@@ -336,6 +388,10 @@ int cli_trace_has_errors(cli_trace_t* t) {
 }
 
 void cli_trace_close(cli_trace_t* t) {
+    if (t->page) {
+        aggregate_free(t->page);
+        free(t->page);
+    }
     report_ctx_free(t->ctx);
     if (t->m) {
         model_free(t->m);
@@ -349,7 +405,7 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
                      size_t nkids, int exit_status, int exit_signal, int* has_errors) {
     *has_errors = 0;
     cli_trace_t t;
-    if (cli_trace_open(&t, trace, o) != 0)
+    if (trace_open(&t, trace, o, o->html_path != NULL) != 0)
         return 1;
     report_opts_t ro = {
         .show_kinds = o->show_kinds,
@@ -360,6 +416,7 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
         .nchildren = nkids,
         .exit_status = exit_status,
         .exit_signal = exit_signal,
+        .aggregate = t.page,
     };
     int status = 0;
     if (!o->is_quiet) {

@@ -4,8 +4,9 @@
 # `report --html`, `html` (from a JSON report) and `diff --html` are checked for being
 # self-contained and carrying their JSON intact, then rendered in headless Chromium
 # (html_check.py, DevTools protocol) where the chart, flame graph (click to zoom, reset), leaks,
-# histogram and address maps must be drawn. The diff of two runs of one program with different
-# arguments must put the site that grew first, in text, JSON and HTML.
+# histogram, address maps and top call sites table must be drawn; the page of a trace of 200k
+# distinct stacks must stay under 10 MB and draw in under 2 s. The diff of two runs of one
+# program with different arguments must put the site that grew first, in text, JSON and HTML.
 # One line per check: "PASS name" / "FAIL name: reason" / "SKIP name: reason"; the last line is
 # "N passed, N failed". Without Chromium (and no way to install it) the browser checks SKIP.
 # Screenshots are kept in BUILD_DIR/test-artifacts/ (report.png, sample.png, diff.png).
@@ -252,6 +253,27 @@ EOF
 ok "caps: page keeps the biggest, sums the rest, JSON report whole ($out)" $? "$out"
 browser caps "$C/page.html" --expect-hist --expect-text "This page is cut to stay small" \
     --expect-text "smaller leak records" --max-load 5
+
+# --- 4b. a big trace: 200k distinct stacks, 100k leak records; the page stays small and opens
+# in a browser in under 2 s with its tables drawn -----------------------------------------------
+G=$WORK/big
+mkdir -p "$G"
+timeout $TIMEOUT "$HL" run -q -o "$G/t.hl" -- "$BUILD/programs/many_stacks" 200000 \
+    >/dev/null 2>"$G/run.err"
+ok "big: run many_stacks 200000" $? "$(tail -c 300 "$G/run.err")"
+t0=$(date +%s.%N)
+timeout $TIMEOUT "$HL" report -q --html "$G/page.html" "$G/t.hl" 2>"$G/report.err"
+st=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+ok "big: report --html ($took s)" $st "$(cat "$G/report.err")"
+bytes=$(stat -c %s "$G/page.html" 2>/dev/null || echo 0)
+if [ "$bytes" -gt 100000 ] && [ "$bytes" -le 10000000 ]; then
+    pass "big: page of $bytes bytes (at most 10 MB)"
+else
+    fail "big: page of $bytes bytes (at most 10 MB)" "size out of range"
+fi
+browser big "$G/page.html" --expect-hist --expect-text "This page is cut to stay small" \
+    --max-load 2 --tries 3
 
 # --- 5. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1

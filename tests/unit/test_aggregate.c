@@ -478,6 +478,74 @@ TEST(parse_times) {
     EXPECT_TRUE(ag_parse_time("3 parsecs", &t) != 0);
 }
 
+// The pass fed by the model's own reading (aggregate_begin/record/end, one reading for the HTML
+// page) gives aggregate_build's numbers: sites, totals, histogram, threads, peak, exit map; its
+// timeline keeps the maxima in at most max_buckets buckets of a doubled width.
+TEST(streamed_pass_matches_two_passes) {
+    size_t counts[] = {1, 2, 3, 7, 40, 1000};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        fixture_t f;
+        ag_opts_t o = {.max_buckets = counts[k]};
+        ASSERT_TRUE(load(&f, &o) == 0);
+        model_t m;
+        aggregate_t s;
+        ASSERT_TRUE(aggregate_begin(&s, &m, counts[k]) == 0);
+        model_observer_t obs = {.record = aggregate_record, .record_arg = &s};
+        ASSERT_TRUE(model_load_observed(&m, tmp_path, &obs) == 0);
+        char err[256];
+        ASSERT_TRUE(aggregate_end(&s, err, sizeof err) == 0);
+        const aggregate_t* a = &f.a;
+        EXPECT_EQ_U(s.nsites, a->nsites);
+        for (size_t i = 0; i < s.nsites && i < a->nsites; i++) {
+            const ag_site_t *x = &s.sites[i], *y = &a->sites[i];
+            EXPECT_TRUE(x->stack == y->stack && x->allocations == y->allocations &&
+                        x->bytes == y->bytes && x->frees == y->frees &&
+                        x->peak_bytes == y->peak_bytes && x->peak_blocks == y->peak_blocks &&
+                        x->leaked_bytes == y->leaked_bytes && x->temporary == y->temporary &&
+                        !memcmp(x->leaked_kind_bytes, y->leaked_kind_bytes,
+                                sizeof x->leaked_kind_bytes));
+        }
+        EXPECT_TRUE(!memcmp(&s.totals, &a->totals, sizeof s.totals));
+        EXPECT_TRUE(!memcmp(s.hist, a->hist, sizeof s.hist));
+        EXPECT_EQ_U(s.nthreads, a->nthreads);
+        for (size_t i = 0; i < s.nthreads && i < a->nthreads; i++)
+            EXPECT_TRUE(s.threads[i].index == a->threads[i].index &&
+                        s.threads[i].tid == a->threads[i].tid &&
+                        s.threads[i].allocations == a->threads[i].allocations &&
+                        s.threads[i].temporary == a->threads[i].temporary);
+        EXPECT_EQ_I(s.peak_time_ns, a->peak_time_ns);
+        EXPECT_EQ_U(s.peak_bytes, 1300);
+        EXPECT_EQ_U(s.peak_blocks, a->peak_blocks);
+        EXPECT_EQ_U(s.mapped_peak, a->mapped_peak);
+        EXPECT_EQ_U(s.rss_peak, a->rss_peak);
+        EXPECT_EQ_I(s.end_ns, a->end_ns);
+        EXPECT_TRUE(s.has_exit_map && s.nexit_map == a->nexit_map &&
+                    s.exit_map_total == a->exit_map_total);
+        EXPECT_TRUE(s.ntimeline >= 1 && s.ntimeline <= counts[k]);
+        EXPECT_TRUE(s.bucket_ns >= AG_STREAM_BUCKET_NS && s.bucket_ns % AG_STREAM_BUCKET_NS == 0);
+        // enough buckets to cover the run, never twice too many
+        EXPECT_TRUE((int64_t)s.ntimeline * s.bucket_ns > s.end_ns);
+        EXPECT_TRUE(s.bucket_ns == AG_STREAM_BUCKET_NS ||
+                    (int64_t)counts[k] * (s.bucket_ns / 2) <= s.end_ns);
+        uint64_t max = 0, rss = 0;
+        for (size_t i = 0; i < s.ntimeline; i++) {
+            const ag_point_t* pt = &s.timeline[i];
+            EXPECT_EQ_I(pt->time_ns, (int64_t)i * s.bucket_ns);
+            if (pt->heap_bytes > max)
+                max = pt->heap_bytes;
+            if (s.peak_time_ns >= pt->time_ns && s.peak_time_ns < pt->time_ns + s.bucket_ns)
+                EXPECT_TRUE(pt->heap_bytes == 1300 && pt->heap_blocks == 3);
+            rss = pt->rss_bytes > rss ? pt->rss_bytes : rss;
+        }
+        EXPECT_EQ_U(max, 1300);
+        EXPECT_EQ_U(rss, 9999);
+        EXPECT_TRUE(s.timeline[s.ntimeline - 1].heap_bytes >= 1208); // the end level carried
+        aggregate_free(&s);
+        model_free(&m);
+        unload(&f);
+    }
+}
+
 int main(void) {
     snprintf(tmp_path, sizeof tmp_path, "/tmp/test_aggregate.%d.hl", (int)getpid());
     RUN_TEST(peak_and_sites);
@@ -491,6 +559,7 @@ int main(void) {
     RUN_TEST(parse_times);
     RUN_TEST(free_explicit_ahead_of_its_alloc);
     RUN_TEST(leaked_in_a_window_takes_the_young_first);
+    RUN_TEST(streamed_pass_matches_two_passes);
     unlink(tmp_path);
     return TEST_SUMMARY();
 }

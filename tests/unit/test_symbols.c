@@ -314,6 +314,72 @@ TEST(test_speed) {
     symbolizer_free(sym);
 }
 
+static int same_str(const char* a, const char* b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+// Modules opened on the prefetch thread answer as modules opened at their first lookup: the
+// same frames for 2000 addresses of this binary, unknown files unknown, a wrong build-id
+// refused; whether the lookup comes before, during or after the thread opens the module, and
+// when the symbolizer is freed while the thread is still at work.
+TEST(test_prefetch) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found);
+    uint8_t bogus[20];
+    memset(bogus, 0x5a, sizeof(bogus));
+    uint64_t base = inline_site(&self) & ~(uint64_t)0xfff;
+    symbolizer_t* plain = symbolizer_new(NULL);
+    ASSERT_TRUE(plain);
+    int ref = symbolizer_add_module(plain, self.path, self.build_id, self.build_id_len);
+    int differ = 0, named = 0;
+    for (int round = 0; round < 8; round++) {
+        symbolizer_t* sym = symbolizer_new(NULL);
+        ASSERT_TRUE(sym);
+        int gone = symbolizer_add_module(sym, "/nonexistent/heaplens/libgone.so", NULL, 0);
+        int mod = symbolizer_add_module(sym, self.path, self.build_id, self.build_id_len);
+        EXPECT_EQ_I(symbolizer_prefetch(sym, gone), 0);
+        EXPECT_EQ_I(symbolizer_prefetch(sym, mod), 0);
+        // added and queued while the thread runs
+        int wrong = symbolizer_add_module(sym, self.path, bogus, sizeof(bogus));
+        int devnull = symbolizer_add_module(sym, "/dev/null", NULL, 0);
+        EXPECT_EQ_I(symbolizer_prefetch(sym, wrong), 0);
+        EXPECT_EQ_I(symbolizer_prefetch(sym, devnull), 0);
+        EXPECT_TRUE(symbolizer_prefetch(sym, 99) < 0);
+        if (round == 7) { // freed at once: the thread stops after the module it is opening
+            symbolizer_free(sym);
+            break;
+        }
+        if (round & 1) { // the thread has opened them all by now
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        }
+        sym_frame_t f[8], g[8];
+        for (int i = 0; i < 2000; i++) {
+            uint64_t addr = base + (uint64_t)((i * 7919) % 2000) * 3;
+            int n = symbolizer_lookup(sym, mod, addr, f, 8);
+            int k = symbolizer_lookup(plain, ref, addr, g, 8);
+            int same = n == k;
+            for (int j = 0; same && j < n; j++)
+                same = same_str(f[j].function, g[j].function) && same_str(f[j].file, g[j].file) &&
+                       f[j].line == g[j].line && f[j].is_inlined == g[j].is_inlined;
+            differ += !same;
+            named += n >= 1 && f[n - 1].function != NULL;
+        }
+        EXPECT_EQ_I(symbolizer_lookup(sym, gone, 0x1234, f, 4), 1);
+        EXPECT_TRUE(f[0].function == NULL);
+        EXPECT_EQ_I(symbolizer_lookup(sym, wrong, plain_site(&self), f, 4), 1);
+        EXPECT_TRUE(f[0].function == NULL);
+        EXPECT_EQ_I(symbolizer_lookup(sym, devnull, 0x10, f, 4), 1);
+        EXPECT_TRUE(f[0].function == NULL);
+        EXPECT_EQ_I(symbolizer_lookup(sym, mod, plain_site(&self), f, 4), 1);
+        EXPECT_STREQ(f[0].function, "plain_function");
+        symbolizer_free(sym);
+    }
+    EXPECT_EQ_I(differ, 0);
+    EXPECT_TRUE(named > 0);
+    symbolizer_free(plain);
+}
+
 int main(void) {
     RUN_TEST(test_plain_function);
     RUN_TEST(test_inline_chain);
@@ -323,5 +389,6 @@ int main(void) {
     RUN_TEST(test_wrong_build_id);
     RUN_TEST(test_sysroot);
     RUN_TEST(test_speed);
+    RUN_TEST(test_prefetch);
     return TEST_SUMMARY();
 }
