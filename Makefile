@@ -52,6 +52,15 @@ $(BUILD)/gen/report_template.h: src/analyze/html/report.html
 	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/analyze/report_html.o: $(BUILD)/gen/report_template.h
 $(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
+# The page's allocator-statistics chart (src/analyze/html/stats.html), put in by report_stats.c.
+$(BUILD)/gen/stats_template.h: src/analyze/html/stats.html
+	@mkdir -p $(dir $@)
+	{ echo '// generated from $< by the Makefile; do not edit'; \
+	  echo 'static const unsigned char hl_stats_template[] = {'; \
+	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/analyze/report_stats.o: $(BUILD)/gen/stats_template.h
+$(BUILD)/obj/analyze/report_stats.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
@@ -176,7 +185,7 @@ ASAN_BUILD    := $(BUILD)/asan
 ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_varint test_symbols
 SAN_DEB_PACKAGES := clang libclang-rt-14-dev
 
-$(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h
+$(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h $(BUILD)/gen/stats_template.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/fuzz/obj/cli/main.o: FUZZ_CFLAGS += -Dmain=heaplens_main

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../common/format.h"
+#include "alloc_stats.h"
 #include "idmap.h"
 #include "notes.h"
 #include "reader.h"
@@ -167,6 +168,7 @@ typedef struct model_s {
     size_t record_mask;
     md_run_t run;
     md_notes_t notes; // what the program said through the API
+    as_series_t alloc_stats; // --allocator-stats: the allocator's figures beside the heap
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;
