@@ -78,7 +78,7 @@ static void text_moment(FILE* out, const char* when, const as_sample_t* x, const
         fprintf(out, " (%s of it at the top, releasable by malloc_trim)",
                 report_commas(b[3], sizeof b[3], x->value[HL_AS_KEEPCOST]));
     if (has(x, HL_AS_ARENA) && has(x, HL_AS_MMAPPED))
-        fprintf(out, ", %s from the system (%s by brk, %s in %s mapped blocks)",
+        fprintf(out, ", %s from the system (%s in arenas, %s in %s blocks mapped alone)",
                 report_commas(b[4], sizeof b[4], x->value[HL_AS_ARENA] + x->value[HL_AS_MMAPPED]),
                 report_commas(b[0], sizeof b[0], x->value[HL_AS_ARENA]),
                 report_commas(b[1], sizeof b[1], x->value[HL_AS_MMAPPED]),
