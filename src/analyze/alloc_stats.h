@@ -46,7 +46,8 @@ const char* as_source_name(int source);
 const char* as_value_name(int k); // the JSON key of value k
 
 // report_stats.c: the timeline view's table and the line at the peak; the JSON report's
-// "allocator_stats" key (with its comma and newline); the page's chart, put before </body>.
+// "allocator_stats" key (with its comma and newline); the page's parts of its own (the
+// allocator chart, allocations by tag), put in before </body>.
 void report_stats_text(FILE* out, const as_series_t* s, int64_t from_ns, int64_t to_ns);
 void report_stats_json(FILE* out, const as_series_t* s);
 void report_stats_html(FILE* out);

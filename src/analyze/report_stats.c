@@ -7,7 +7,8 @@
 #include "alloc_stats.h"
 #include "report.h"
 
-#include "stats_template.h" // generated from html/stats.html by the Makefile
+#include "part_stats.h" // generated from html/stats.html by the Makefile
+#include "part_tags.h"  // ... and from html/tags.html
 
 #define U(x) ((unsigned long long)(x))
 #define STATS_TEXT_ROWS 40
@@ -192,8 +193,11 @@ void report_stats_json(FILE* out, const as_series_t* s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The page: its own section and script, which read the page's data ("allocator_stats").
+// The page's parts of their own, each a section and a script that read the page's data: the
+// allocator chart ("allocator_stats") and the allocations by tag ("api"). Each shows only when
+// its data is there.
 // ---------------------------------------------------------------------------------------------
 void report_stats_html(FILE* out) {
-    fwrite(hl_stats_template, 1, sizeof hl_stats_template - 1, out);
+    fwrite(hl_part_stats, 1, sizeof hl_part_stats - 1, out);
+    fwrite(hl_part_tags, 1, sizeof hl_part_tags - 1, out);
 }

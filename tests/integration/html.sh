@@ -253,6 +253,30 @@ ok "caps: page keeps the biggest, sums the rest, JSON report whole ($out)" $? "$
 browser caps "$C/page.html" --expect-hist --expect-text "This page is cut to stay small" \
     --expect-text "smaller leak records" --max-load 5
 
+# --- the allocator chart (run --allocator-stats): after the heap timeline, its series drawn ---
+if [ -x "$BUILD/programs/alloc_stats" ]; then
+    timeout $TIMEOUT "$HL" run -q --allocator-stats=20 -o "$WORK/as.hl" --html "$WORK/as.html" -- \
+        "$BUILD/programs/alloc_stats" 100 >/dev/null 2>"$WORK/as.err"
+    st=$? # the program's own status, 5
+    [ $st = 5 ] && [ -s "$WORK/as.html" ]
+    ok "allocator chart: run --allocator-stats --html writes the page (status $st)" $? "$(head -2 "$WORK/as.err")"
+    browser allocstats "$WORK/as.html" --expect-chart --expect-hist --expect-alloc-stats --no-zoom \
+        --screenshot "$ART/allocstats.png"
+else
+    fail "allocator chart" "no $BUILD/programs/alloc_stats"
+fi
+
+# --- allocations by tag (the API's heaplens_tag): a table of their own, before the top sites --
+if [ -x "$BUILD/tests/api/api_c" ]; then
+    timeout $TIMEOUT "$HL" run -q -o "$WORK/tags.hl" --html "$WORK/tags.html" -- \
+        "$BUILD/tests/api/api_c" tags >/dev/null 2>"$WORK/tags.err"
+    ok "tags: run --html writes the page of a program that tags its allocations" $? "$(head -2 "$WORK/tags.err")"
+    browser tags "$WORK/tags.html" --expect-chart --no-zoom --expect-text "Allocations by tag" \
+        --expect-text "7/42" --expect-text "8/1"
+else
+    fail "tags page" "no $BUILD/tests/api/api_c (make $BUILD/tests/api/api_c)"
+fi
+
 # --- 5. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1
 [ $? = 2 ] && pass "diff: one trace is a usage error (2)" || fail "diff: one trace is a usage error (2)" "other status"
