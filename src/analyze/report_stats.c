@@ -32,7 +32,7 @@ static const char* signed_commas(char* buf, size_t cap, int64_t v) {
     if (v >= 0)
         return report_commas(buf, cap, (unsigned long long)v);
     buf[0] = '-';
-    report_commas(buf + 1, cap - 1, (unsigned long long)-v);
+    report_commas(buf + 1, cap - 1, 0ull - (unsigned long long)v); // INT64_MIN too
     return buf;
 }
 
