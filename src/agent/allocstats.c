@@ -7,16 +7,19 @@
 // - mallinfo2 and malloc_info lock each arena in turn and walk its free lists. glibc's malloc
 //   takes no arena lock while it believes the process single-threaded, so with this option the
 //   writer leaves glibc knowing there are two threads (writer_start): the program's mallocs then
-//   take their arena's lock, uncontended but not free (see README for the measured cost).
-// - Neither calls malloc. malloc_info writes XML to a FILE with fprintf; every FILE is made
-//   with malloc (fopencookie's, about 500 bytes), so one is made once per process, on the
-//   program thread that starts the writer (busy: the agent's own block, never in the trace;
-//   see allocstats_prepare), and kept. It is unbuffered
-//   (no stdio buffer is ever allocated) and its cookie's write function parses the XML as it
-//   comes, into fixed tables: nothing grows with the number of arenas or lines.
-// - The figures are taken with no agent lock held (a thread inside malloc holds an arena lock
-//   and may wait for the writer's ring space), then encoded under the writer lock. A fork in
-//   between leaves the child a FILE locked by a thread it does not have: the child makes its
+//   take their arena's lock, uncontended but not free (README gives the measured cost). Samples
+//   space out when a walk takes long (writer.c: HL_STATS_DUTY).
+// - Neither calls malloc (Debian's glibc 2.36, disassembled: mallinfo2 calls the lock functions
+//   only; malloc_info those, fprintf and fputs). malloc_info writes XML to a FILE, and every
+//   FILE is made with malloc (fopencookie's, about 500 bytes): one is made once per process, on
+//   the program thread that starts the writer (busy: the agent's own block, never in the trace;
+//   see allocstats_prepare), and kept. It is unbuffered (no stdio buffer is ever allocated) and
+//   its cookie's write function parses the XML as it comes into fixed tables: nothing grows with
+//   the number of arenas or lines.
+// - The figures are taken with no agent lock held, then encoded under the writer lock: a thread
+//   that dies or is stopped inside malloc keeps its arena's lock, and the writer waiting for it
+//   must not hold up the thread that ends the trace (or a scan that stops the world). A fork
+//   in between leaves the child a FILE locked by a thread it does not have: the child makes its
 //   own (allocstats_reset_after_fork).
 // Under another allocator (jemalloc, mimalloc preloaded, or one linked into the executable),
 // glibc's functions describe glibc's unused heap, not the program's: those values are recorded

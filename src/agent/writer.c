@@ -639,6 +639,11 @@ static void pass(int force_flush) {
 // allocstats.c), written under the writer lock; on this thread only, never on the program's.
 static _Atomic int stats_final_wanted, stats_final_done;
 
+// mallinfo2 and malloc_info walk every free chunk under its arena's lock: a heap of millions of
+// free chunks takes milliseconds, while the program's mallocs in that arena wait. The samples
+// then space out so that taking them holds the arenas at most 1/HL_STATS_DUTY of the time.
+#define HL_STATS_DUTY 100
+
 static void alloc_stats_pass(void) {
     if (!hl_opt.alloc_stats_ms)
         return;
@@ -647,11 +652,14 @@ static void alloc_stats_pass(void) {
     if (!is_final && now < next_stats_ns)
         return;
     allocstats_take();
+    uint64_t took = clock_mono_ns() - now;
     writer_lock();
     if (atomic_load(&hl_phase) == HL_ON)
         allocstats_encode(&enc, writer_now_ns());
     uint64_t period = (uint64_t)hl_opt.alloc_stats_ms * 1000000u;
     next_stats_ns = now - next_stats_ns < period ? next_stats_ns + period : now + period;
+    if (next_stats_ns < now + took * HL_STATS_DUTY)
+        next_stats_ns = now + took * HL_STATS_DUTY;
     if (atomic_load_explicit(&next_pass_ns, memory_order_relaxed) > next_stats_ns)
         atomic_store_explicit(&next_pass_ns, next_stats_ns, memory_order_relaxed);
     writer_unlock();
