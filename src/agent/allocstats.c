@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/format.h"
@@ -229,10 +230,18 @@ static void take_vm(void) {
     }
 }
 
-void allocstats_take(void) {
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t allocstats_take(void) {
     available = 0;
     memset(value, 0, sizeof value);
     arenas = 0;
+    uint64_t cpu = thread_cpu_ns();
     if (get_mallinfo2) {
         struct mallinfo2 m = get_mallinfo2();
         value[HL_AS_ARENA] = m.arena;
@@ -254,7 +263,9 @@ void allocstats_take(void) {
         value[HL_AS_FREE] = (unsigned)m.fordblks;
         available |= 1u << HL_AS_ARENA | 1u << HL_AS_IN_USE | 1u << HL_AS_FREE;
     }
+    uint64_t took = thread_cpu_ns() - cpu;
     take_vm();
+    return took;
 }
 
 // Bytes a record takes at most: tag, time, source, mask, counts, and every value as a varint.

@@ -17,10 +17,11 @@ void allocstats_resolve(void);
 // arena of its own (glibc makes one per thread that allocates: 132 KiB resident, 64 MiB of
 // address space), which the program would pay for and the figures would show.
 void allocstats_prepare(void);
-// Takes a sample into the module's one buffer. On the writer thread only, with no agent lock
+// Takes a sample into the module's one buffer; returns the CPU nanoseconds the allocator's
+// functions took (their walks hold its locks). On the writer thread only, with no agent lock
 // held: mallinfo2 and malloc_info take each arena's lock in turn, which a thread inside malloc
 // holds (and a thread the agent has stopped may hold for as long as it is stopped).
-void allocstats_take(void);
+uint64_t allocstats_take(void);
 // Encodes the last sample as REC_ALLOC_STATS at time now_ns; the caller holds the writer lock.
 void allocstats_encode(hl_enc_t* e, int64_t now_ns);
 // In a fork child: the parent's stream for malloc_info may have been in use by its writer at

@@ -159,7 +159,7 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     if [ $lib = libtcmalloc_minimal.so.4 ]; then
         # tcmalloc's own mallinfo: arena, in use and free; the rest not available
         js "under $lib: its mallinfo's in use tracks the live heap, the rest not available" "$WORK/$lib.json" \
-            "S['source'] == \"the allocator's mallinfo\" and pk['in_use'] >= pk['heap_bytes'] > 16e6 and all(x[k] is None and not S['available'][k] for x in X for k in ALLOC if k not in ('arena', 'in_use', 'free'))"
+            "S['source'] == \"the allocator's mallinfo\" and pk['in_use'] >= pk['heap_bytes'] > 1e6 and all(x[k] is None and not S['available'][k] for x in X for k in ALLOC if k not in ('arena', 'in_use', 'free'))"
     else
         js "under $lib: glibc's figures not available (null), never zeros" "$WORK/$lib.json" \
             "S['source'] == 'none' and all(x[k] is None for x in X for k in ALLOC) and not any(S['available'][k] for k in ALLOC) and pk['arena_list'] == []"
