@@ -218,7 +218,8 @@ def main():
         url = "file://" + os.path.abspath(a.page)
         t0 = time.time()
         cdp.call("Page.navigate", url=url)
-        ready = cdp.wait("window.heaplens && window.heaplens.ready === true", 30)
+        # ... and every script of the page has run (its parts come after the main script)
+        ready = cdp.wait("window.heaplens && window.heaplens.ready === true && document.readyState !== 'loading'", 30)
         load_s = time.time() - t0
         check("page loads and draws", ready, "window.heaplens.ready never became true")
         if not ready:
