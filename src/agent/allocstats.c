@@ -62,7 +62,10 @@ static const void* module_of(const void* fn) {
     return fn && dladdr(fn, &info) ? info.dli_fbase : NULL;
 }
 
-void allocstats_resolve(void) {
+static int is_resolved;
+
+static void resolve(void) {
+    is_resolved = 1;
     // The definition the program would call: the executable's own, else the first library's.
     void* mi2 = dlsym(RTLD_DEFAULT, "mallinfo2");
     void* mi = dlsym(RTLD_DEFAULT, "mallinfo");
@@ -163,7 +166,11 @@ static ssize_t xml_write(void* cookie, const char* buf, size_t size) {
 static FILE* xml_file; // made once per process (see the top), never closed
 
 void allocstats_prepare(void) {
-    if (xml_file || !get_malloc_info || !hl_opt.alloc_stats_ms)
+    if (!hl_opt.alloc_stats_ms)
+        return;
+    if (!is_resolved)
+        resolve();
+    if (xml_file || !get_malloc_info)
         return;
     xml_file = fopencookie(NULL, "w", (cookie_io_functions_t){.write = xml_write});
     if (xml_file)

@@ -8,12 +8,11 @@
 
 #include "encode.h"
 
-// Finds mallinfo2 / malloc_info (or an allocator's own mallinfo) and whether they describe the
-// allocator underneath. From real_resolve: it may call dlsym, and does not allocate itself.
-void allocstats_resolve(void);
-// Makes the stream malloc_info writes to, once per process (again in a fork child). On a
-// program thread, before the writer starts (writer_start), with the thread busy: its one
-// allocation then comes from that thread's arena. Made on the writer, it would give the writer an
+// With --allocator-stats, before the writer starts (writer_start), on a program thread that is
+// busy: finds mallinfo2 / malloc_info (or an allocator's own mallinfo) and whether they describe
+// the allocator underneath (once: dlsym takes the loader's lock, which the writer must not), and
+// makes the stream malloc_info writes to (once per process, again in a fork child). Its one
+// allocation comes from that thread's arena: made on the writer, it would give the writer an
 // arena of its own (glibc makes one per thread that allocates: 132 KiB resident, 64 MiB of
 // address space), which the program would pay for and the figures would show.
 void allocstats_prepare(void);

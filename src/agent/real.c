@@ -15,7 +15,6 @@
 
 #include "../common/compiler.h"
 #include "../common/format.h"
-#include "allocstats.h"
 #include "log.h"
 #include "os.h"
 #include "real.h"
@@ -100,7 +99,6 @@ void real_resolve(void) {
     if (!hl_real.mmap64)
         hl_real.mmap64 = hl_real.mmap;
     find_foreign();
-    allocstats_resolve(); // after find_foreign: which malloc is underneath is known
     atomic_store(&hl_real_ready, 2);
 }
 
