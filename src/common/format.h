@@ -131,7 +131,9 @@ enum hl_record_tag {
     // (HL_AS_* below, in that order; a later version may add values after them, which a reader
     // skips), arenas (how many the allocator has), m, fields, m x fields x arena value
     // (HL_AS_ARENA_* in that order; m <= HL_AS_ARENAS_MAX, fields <= HL_AS_ARENA_FIELDS_MAX):
-    // the allocator's own statistics and the process's memory, sampled by --allocator-stats
+    // the allocator's own statistics and the process's memory, sampled by --allocator-stats.
+    // Added within version 3 (only traces of that option hold it; a reader from before it stops
+    // there with "an unknown tag"); its counts let later versions add values and arena fields.
     REC_ALLOC_STATS = 23,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
