@@ -130,6 +130,16 @@ OUT=$(LD_PRELOAD=$BUILD/libheaplens.so HEAPLENS_OPTIONS="allocator_stats=$PERIOD
 ok "HEAPLENS_OPTIONS=allocator_stats=$PERIOD: the program as without heaplens" "status $ST, '$OUT'" [ $ST -eq $NATIVE_ST -a "$OUT" = "$NATIVE_OUT" ]
 js "HEAPLENS_OPTIONS=allocator_stats=$PERIOD: samples in the trace" "$WORK/o.json" "S['records'] >= 4 and S['source'] == 'glibc mallinfo2'"
 
+# --- the program's descriptors: the same as under plain heaplens run (the agent's own, no more) --
+fds() { # heaplens options...: the descriptors a shell sees after a few samples, without numbers of pipes and sockets
+    timeout $TIMEOUT "$HL" run -q "$@" -o "$WORK/fd.hl" -- sh -c 'sleep 0.1; ls -l /proc/$$/fd' 2>/dev/null |
+        awk 'NR > 1 {print $9, $10, $11}' | sed 's/\[[0-9]*\]//' | sort
+    rm -f "$WORK"/fd*.hl
+}
+PLAIN_FDS=$(fds) STATS_FDS=$(fds --allocator-stats=1)
+ok "descriptors as under plain heaplens run (no descriptor left open by the sampling)" \
+    "$(diff <(echo "$PLAIN_FDS") <(echo "$STATS_FDS") | tr '\n' ' ')" [ -n "$PLAIN_FDS" -a "$PLAIN_FDS" = "$STATS_FDS" ]
+
 # --- threads: one arena each, a forked child's own samples -----------------------------------
 OUT=$(timeout $TIMEOUT "$HL" run -q --allocator-stats=1 -o "$WORK/t.hl" --json "$WORK/t.json" -- "$BUILD/programs/threads_alloc" 2>"$WORK/t.err"); ST=$?
 ok "threads: the program's output and status as without heaplens" "status $ST, '$OUT'" [ $ST -eq 0 -a "$OUT" = "$("$BUILD/programs/threads_alloc")" ]
