@@ -43,15 +43,15 @@ typedef struct mallinfo2 (*mallinfo2_fn)(void);
 typedef struct mallinfo (*mallinfo_fn)(void);
 typedef int (*malloc_info_fn)(int, FILE*);
 
-static int source;                // HL_AS_SRC_*
+static int source; // HL_AS_SRC_*
 static mallinfo2_fn get_mallinfo2;
-static mallinfo_fn get_mallinfo;  // an allocator's own (tcmalloc), int-sized
+static mallinfo_fn get_mallinfo; // an allocator's own (tcmalloc), int-sized
 static malloc_info_fn get_malloc_info;
 
 // The sample (one owner: the writer thread).
 static uint32_t available;
 static uint64_t value[HL_AS_COUNT];
-static uint32_t arenas;                                   // malloc_info's <heap> elements
+static uint32_t arenas;                                      // malloc_info's <heap> elements
 static uint64_t arena[HL_AS_ARENAS_MAX][HL_AS_ARENA_FIELDS]; // the first HL_AS_ARENAS_MAX
 
 // ---------------------------------------------------------------------------------------------
@@ -282,7 +282,7 @@ uint64_t allocstats_take(void) {
 }
 
 // Bytes a record takes at most: tag, time, source, mask, counts, and every value as a varint.
-#define HL_AS_RECORD_MAX \
+#define HL_AS_RECORD_MAX                                                                           \
     (16 + 6 * HL_VARINT_MAX + (HL_AS_COUNT + HL_AS_ARENAS_MAX * HL_AS_ARENA_FIELDS) * HL_VARINT_MAX)
 
 void allocstats_encode(hl_enc_t* e, int64_t now_ns) {

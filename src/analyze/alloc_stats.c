@@ -6,10 +6,12 @@
 #include "alloc_stats.h"
 
 static const char* const value_names[HL_AS_COUNT] = {
-    [HL_AS_ARENA] = "arena",       [HL_AS_IN_USE] = "in_use",     [HL_AS_FREE] = "free",
-    [HL_AS_FAST_FREE] = "fast_free", [HL_AS_MMAPPED] = "mmapped", [HL_AS_MMAP_COUNT] = "mmap_count",
-    [HL_AS_KEEPCOST] = "keepcost", [HL_AS_VM_RSS] = "vm_rss",     [HL_AS_VM_HWM] = "vm_hwm",
-    [HL_AS_VM_SWAP] = "vm_swap",   [HL_AS_RSS_ANON] = "rss_anon",
+    [HL_AS_ARENA] = "arena",       [HL_AS_IN_USE] = "in_use",
+    [HL_AS_FREE] = "free",         [HL_AS_FAST_FREE] = "fast_free",
+    [HL_AS_MMAPPED] = "mmapped",   [HL_AS_MMAP_COUNT] = "mmap_count",
+    [HL_AS_KEEPCOST] = "keepcost", [HL_AS_VM_RSS] = "vm_rss",
+    [HL_AS_VM_HWM] = "vm_hwm",     [HL_AS_VM_SWAP] = "vm_swap",
+    [HL_AS_RSS_ANON] = "rss_anon",
 };
 
 const char* as_value_name(int k) {

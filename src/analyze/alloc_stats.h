@@ -28,9 +28,9 @@ typedef struct as_arenas_s {
 } as_arenas_t;
 
 typedef struct as_series_s {
-    uint64_t records;   // REC_ALLOC_STATS records read
-    int source;         // HL_AS_SRC_* of the latest
-    uint32_t available; // the values any record had
+    uint64_t records;     // REC_ALLOC_STATS records read
+    int source;           // HL_AS_SRC_* of the latest
+    uint32_t available;   // the values any record had
     as_sample_t* samples; // every stride-th record, in time order
     size_t n;
     uint64_t stride;

@@ -40,11 +40,11 @@ static void text_row(FILE* out, const as_sample_t* x) {
     char b[6][32];
     int has_system = has(x, HL_AS_ARENA) && has(x, HL_AS_MMAPPED);
     fprintf(out, "  %12.3f  %15s  %15s  %15s  %15s  %15s  %15s\n", (double)x->time_ns / 1e6,
-            report_commas(b[0], sizeof b[0], x->heap_bytes), fig(b[1], sizeof b[1], x, HL_AS_IN_USE),
-            fig(b[2], sizeof b[2], x, HL_AS_FREE),
-            has_system ? report_commas(b[3], sizeof b[3],
-                                       x->value[HL_AS_ARENA] + x->value[HL_AS_MMAPPED])
-                       : NA,
+            report_commas(b[0], sizeof b[0], x->heap_bytes),
+            fig(b[1], sizeof b[1], x, HL_AS_IN_USE), fig(b[2], sizeof b[2], x, HL_AS_FREE),
+            has_system
+                ? report_commas(b[3], sizeof b[3], x->value[HL_AS_ARENA] + x->value[HL_AS_MMAPPED])
+                : NA,
             fig(b[4], sizeof b[4], x, HL_AS_VM_RSS),
             has(x, HL_AS_VM_RSS) ? signed_commas(b[5], sizeof b[5], beyond_heap(x)) : NA);
 }
@@ -58,23 +58,26 @@ static void text_moment(FILE* out, const char* when, const as_sample_t* x, const
         return;
     }
     int64_t beyond = beyond_heap(x);
-    double share = x->value[HL_AS_VM_RSS] ? 100.0 * (double)beyond / (double)x->value[HL_AS_VM_RSS]
-                                          : 0.0;
+    double share =
+        x->value[HL_AS_VM_RSS] ? 100.0 * (double)beyond / (double)x->value[HL_AS_VM_RSS] : 0.0;
     fprintf(out,
             "  %s (%.3f ms): RSS %s - live heap %s = %s bytes (%.1f%% of RSS) not in live "
             "blocks: allocator caching and fragmentation, and the rest of the process (code, "
             "stacks, other mappings)\n",
-            when, (double)x->time_ns / 1e6, report_commas(b[0], sizeof b[0], x->value[HL_AS_VM_RSS]),
-            report_commas(b[1], sizeof b[1], x->heap_bytes), signed_commas(b[2], sizeof b[2], beyond),
-            share);
+            when, (double)x->time_ns / 1e6,
+            report_commas(b[0], sizeof b[0], x->value[HL_AS_VM_RSS]),
+            report_commas(b[1], sizeof b[1], x->heap_bytes),
+            signed_commas(b[2], sizeof b[2], beyond), share);
     if (!has(x, HL_AS_IN_USE))
         return;
-    fprintf(out, "    the allocator: %s in use (%s over the live heap: its chunk headers and "
-                 "rounding, heaplens's guards)",
+    fprintf(out,
+            "    the allocator: %s in use (%s over the live heap: its chunk headers and "
+            "rounding, heaplens's guards)",
             report_commas(b[0], sizeof b[0], x->value[HL_AS_IN_USE]),
             signed_commas(b[1], sizeof b[1], (int64_t)(x->value[HL_AS_IN_USE] - x->heap_bytes)));
     if (has(x, HL_AS_FREE))
-        fprintf(out, ", %s free in its bins", report_commas(b[2], sizeof b[2], x->value[HL_AS_FREE]));
+        fprintf(out, ", %s free in its bins",
+                report_commas(b[2], sizeof b[2], x->value[HL_AS_FREE]));
     if (has(x, HL_AS_KEEPCOST))
         fprintf(out, " (%s of it at the top, releasable by malloc_trim)",
                 report_commas(b[3], sizeof b[3], x->value[HL_AS_KEEPCOST]));
@@ -119,9 +122,9 @@ void report_stats_text(FILE* out, const as_series_t* s, int64_t from_ns, int64_t
             end = i + 1;
     }
     size_t n = end > first ? end - first : 0, per = (n + STATS_TEXT_ROWS - 1) / STATS_TEXT_ROWS;
-    fprintf(out, "ALLOCATOR AND PROCESS MEMORY (--allocator-stats: %llu samples; %s",
-            U(s->records),
-            s->source == HL_AS_SRC_NONE ? "no figures from the allocator" : as_source_name(s->source));
+    fprintf(out, "ALLOCATOR AND PROCESS MEMORY (--allocator-stats: %llu samples; %s", U(s->records),
+            s->source == HL_AS_SRC_NONE ? "no figures from the allocator"
+                                        : as_source_name(s->source));
     if (s->last.arenas)
         fprintf(out, ", %u arena%s", s->last.arenas, s->last.arenas == 1 ? "" : "s");
     fputs(")\n", out);
