@@ -63,6 +63,17 @@ $(BUILD)/gen/report_template.h: src/analyze/html/report.html
 	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/analyze/report_html.o: $(BUILD)/gen/report_template.h
 $(BUILD)/obj/analyze/report_html.o: TOOL_CFLAGS += -I$(BUILD)/gen
+# The page's parts of their own (src/analyze/html/stats.html: the allocator chart; tags.html:
+# allocations by the API's tags), put in before </body> by report_stats.c.
+PAGE_PARTS := $(BUILD)/gen/part_stats.h $(BUILD)/gen/part_tags.h
+$(BUILD)/gen/part_%.h: src/analyze/html/%.html
+	@mkdir -p $(dir $@)
+	{ echo '// generated from $< by the Makefile; do not edit'; \
+	  echo 'static const unsigned char hl_part_$*[] = {'; \
+	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/analyze/report_stats.o: $(PAGE_PARTS)
+$(BUILD)/obj/analyze/report_stats.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
 	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined -lgcc_s -lzstd -ldl -lpthread
@@ -199,7 +210,7 @@ ASAN_BUILD    := $(BUILD)/asan
 ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_varint test_symbols
 SAN_DEB_PACKAGES := clang libclang-rt-14-dev
 
-$(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h
+$(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h $(PAGE_PARTS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/fuzz/obj/cli/main.o: FUZZ_CFLAGS += -Dmain=heaplens_main
@@ -231,7 +242,7 @@ unit: $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) ## unit tests
 integration: all $(PROGRAMS) ## integration tests under the agent
 	@tests/integration/run.sh $(BUILD)
 
-html-test: all $(PROGRAMS) ## the HTML report and diff in headless Chromium (SKIP without it)
+html-test: all $(PROGRAMS) $(API_TEST_PROGS) ## the HTML report and diff in headless Chromium (SKIP without it)
 	@tests/integration/html.sh $(BUILD)
 
 check: deps deps-san all $(addprefix $(BUILD)/tests/,$(UNIT_TESTS)) $(PROGRAMS) $(API_TEST_PROGS) asan-build $(FUZZ_BIN) ## every test; ends "N passed, N failed"

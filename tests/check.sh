@@ -81,6 +81,10 @@ echo "== api (the in-program API from C, C++ and Fortran, with and without heapl
 out=$("$ROOT/tests/integration/api.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" api
 
+echo "== allocstats (--allocator-stats: glibc's figures and RSS beside the live heap; other allocators)"
+out=$("$ROOT/tests/integration/allocstats.sh" "$BUILD" 2>&1); echo "$out" | grep -v '^PASS'
+tally "$out" allocstats
+
 echo "== asan (the analyzer's tests and every report format under ASan+UBSan, damaged traces)"
 out=$("$ROOT/tests/integration/asan.sh" "$BUILD" "$BUILD/asan" 2>&1); echo "$out" | grep -v '^PASS'
 tally "$out" asan

@@ -236,6 +236,8 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     hl_thread_roots_t self; // this thread's roots, found before any thread is stopped
     if (hl_opt.scan_at_exit)
         scan_prepare(&self, uc);
+    if (how != HL_END_SIGNAL) // a thread killed inside malloc may hold its arena's lock
+        writer_alloc_stats_final();
     writer_lock();
     int all_stopped = hl_opt.scan_at_exit ? scan_stop_world() : 0;
     hl_enc_t* enc = writer_encoder_locked();

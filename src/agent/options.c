@@ -62,6 +62,7 @@ static const option_t options[] = {
     {"depth", "HEAPLENS_DEPTH", &hl_opt.depth, 1, HL_MAX_DEPTH, NULL, 0},
     {"guard", "HEAPLENS_GUARD", &hl_opt.guard, 0, 4096, NULL, 0},
     {"sample_ms", "HEAPLENS_SAMPLE_MS", &hl_opt.sample_ms, 1, 3600000, NULL, 0},
+    {"allocator_stats", "HEAPLENS_ALLOCATOR_STATS", &hl_opt.alloc_stats_ms, 0, 3600000, NULL, 0},
     {"no_follow", "HEAPLENS_NO_FOLLOW", &hl_opt.no_follow, 0, 1, NULL, 0},
     {"scan", "HEAPLENS_SCAN", &hl_opt.scan_at_exit, 0, 1, NULL, 0},
     {"control", "HEAPLENS_CONTROL", &hl_opt.control, 0, 1, NULL, 0},

@@ -9,6 +9,7 @@ typedef struct hl_options_s {
     int depth;          // frames per backtrace
     int guard;          // guard bytes after each block (0 = allocator layout untouched)
     int sample_ms;      // heap/RSS sample period
+    int alloc_stats_ms; // allocator statistics sample period (allocstats.c; 0: none)
     int no_follow;      // do not trace forked children or exec'd images
     int scan_at_exit;   // run the reachability scan at exit
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through

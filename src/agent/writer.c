@@ -22,6 +22,7 @@
 #include "../common/clock.h"
 #include "../common/varint.h"
 #include "agent.h"
+#include "allocstats.h"
 #include "encode.h"
 #include "epoch.h"
 #include "live.h"
@@ -55,6 +56,7 @@ static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static int need_preamble = 1;
 static int is_fork_child;
 static uint64_t last_flush_ns, next_sample_ns;
+static uint64_t next_stats_ns; // the next allocator statistics (--allocator-stats)
 
 // Tick -> ns since start. The rate is measured on every pass against CLOCK_MONOTONIC, over all
 // the time since the start: a pass converts events no older than that, so an event's time is
@@ -625,8 +627,63 @@ static void pass(int force_flush) {
         now - last_flush_ns >= HL_FLUSH_IDLE_NS)
         flush_chunk();
     uint64_t next = (unwritten_since_ns ? unwritten_since_ns : start) + HL_FLUSH_EVERY_NS;
-    atomic_store_explicit(&next_pass_ns, next < next_sample_ns ? next : next_sample_ns,
-                          memory_order_relaxed);
+    if (next > next_sample_ns)
+        next = next_sample_ns;
+    if (hl_opt.alloc_stats_ms && next > next_stats_ns)
+        next = next_stats_ns;
+    atomic_store_explicit(&next_pass_ns, next, memory_order_relaxed);
+}
+
+// --allocator-stats: the allocator's figures when due, and once more when the trace ends (the
+// thread ending it asks and waits: writer_alloc_stats_final). Taken with no lock held (see
+// allocstats.c), written under the writer lock; on this thread only, never on the program's.
+static _Atomic int stats_final_wanted, stats_final_done;
+
+// mallinfo2 and malloc_info walk every free chunk under its arena's lock: a heap of millions of
+// free chunks takes milliseconds, while the program's mallocs in that arena wait. The samples
+// then space out so that taking them holds the arenas at most 1/HL_STATS_DUTY of the time. The
+// writer's CPU time is what counts: a writer descheduled on a busy machine is not slower.
+#define HL_STATS_DUTY 100
+
+static void alloc_stats_pass(void) {
+    if (!hl_opt.alloc_stats_ms)
+        return;
+    int is_final = atomic_load(&stats_final_wanted);
+    uint64_t now = clock_mono_ns();
+    if (!is_final && now < next_stats_ns)
+        return;
+    uint64_t took = allocstats_take();
+    writer_lock();
+    if (atomic_load(&hl_phase) == HL_ON)
+        allocstats_encode(&enc, writer_now_ns());
+    uint64_t period = (uint64_t)hl_opt.alloc_stats_ms * 1000000u;
+    next_stats_ns = now - next_stats_ns < period ? next_stats_ns + period : now + period;
+    if (next_stats_ns < now + took * HL_STATS_DUTY)
+        next_stats_ns = now + took * HL_STATS_DUTY;
+    if (atomic_load_explicit(&next_pass_ns, memory_order_relaxed) > next_stats_ns)
+        atomic_store_explicit(&next_pass_ns, next_stats_ns, memory_order_relaxed);
+    writer_unlock();
+    if (is_final) {
+        atomic_store(&stats_final_wanted, 0);
+        atomic_store(&stats_final_done, 1);
+        os_futex_wake(&stats_final_done, 1);
+    }
+}
+
+// The last sample of a trace, from the thread about to end it (before it stops the world: the
+// writer must not wait for an arena lock a stopped thread holds). A writer that does not answer
+// in time (a thread died inside malloc holding its arena's lock) is not waited for.
+#define HL_STATS_FINAL_WAIT_NS 10000000L // a look every 10 ms
+#define HL_STATS_FINAL_WAITS 25          // a quarter of a second at most
+void writer_alloc_stats_final(void) {
+    int tid = atomic_load(&writer_tid);
+    if (!hl_opt.alloc_stats_ms || !atomic_load(&writer_running) || !tid || tid == os_gettid())
+        return;
+    atomic_store(&stats_final_done, 0);
+    atomic_store(&stats_final_wanted, 1);
+    writer_kick();
+    for (int i = 0; i < HL_STATS_FINAL_WAITS && !atomic_load(&stats_final_done); i++)
+        os_futex_wait(&stats_final_done, 0, HL_STATS_FINAL_WAIT_NS);
 }
 
 // How long the writer may sleep before its next pass.
@@ -659,6 +716,7 @@ static void* writer_main(void* arg) {
         pass(0);
         control_poll();
         writer_unlock();
+        alloc_stats_pass();
         thread_clone_sweep();
         if (thread_program_is_gone()) {
             // Every thread of the program has exited and glibc's count (which includes this
@@ -758,10 +816,14 @@ static void note_writer_tid(void) {
 int writer_start(void) {
     if (atomic_exchange(&writer_running, 1))
         return 0;
+    allocstats_prepare();
     char* libc_flag = hl_real.libc_single_threaded;
     // Attached, the writer exits at detach (glibc's thread exit takes its locks): glibc is
     // left knowing the process has two threads.
-    int was_single = libc_flag && *libc_flag && __libc_single_threaded && !attach_is_attached();
+    // With --allocator-stats, too: mallinfo2 on this thread takes the arena locks, which glibc's
+    // malloc skips while it believes itself single-threaded (allocstats.c).
+    int was_single = libc_flag && *libc_flag && __libc_single_threaded && !attach_is_attached() &&
+                     !hl_opt.alloc_stats_ms;
     pthread_t th;
     pthread_attr_t attr;
     sigset_t all, old;
@@ -1116,6 +1178,9 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     memset(thread_emitted, 0, sizeof thread_emitted);
     need_preamble = 1;
     is_fork_child = 1;
+    next_stats_ns = 0;
+    atomic_store(&stats_final_wanted, 0);
+    allocstats_reset_after_fork();
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;
 }

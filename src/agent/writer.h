@@ -64,5 +64,8 @@ void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uin
 // The bytes an ERROR just written found changed (an ERROR_CHANGE record after it).
 struct hl_change_s;
 void writer_put_change_locked(const struct hl_change_s* c);
+// --allocator-stats: asks the writer for the trace's last sample and waits for it (bounded).
+// From the thread about to end the trace, before it stops the world or takes the writer lock.
+void writer_alloc_stats_final(void);
 
 #endif

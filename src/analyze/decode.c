@@ -221,6 +221,47 @@ static int decode_free_explicit(cur_t* c, rd_record_t* r) {
     return DEC_OK;
 }
 
+// ALLOC_STATS: values and arenas counted by the record itself, each count bounded by the bytes
+// left (a varint takes one at least) and by the format's limits; values and arena fields past
+// the ones this version knows are skipped, those it knows and the record lacks read as not
+// available (values) or 0 (arena fields).
+static int decode_alloc_stats(cur_t* c, rd_record_t* r) {
+    rd_dec_t* d = c->d;
+    r->time_ns = get_time(c);
+    r->u[0] = get_u(c);
+    uint64_t available = get_u(c);
+    uint64_t n = get_u(c);
+    if (!c->bad && (n > HL_AS_VALUES_MAX || n > (uint64_t)(c->end - c->p)))
+        bad(c, "more allocator values than the record holds");
+    if (c->bad)
+        return DEC_MALFORMED;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t v = get_u(c);
+        if (k < HL_AS_COUNT)
+            r->u[2 + k] = v;
+    }
+    uint64_t known = n < HL_AS_COUNT ? n : HL_AS_COUNT;
+    r->u[1] = available & ((1ull << known) - 1);
+    r->u[2 + HL_AS_COUNT] = get_u(c);
+    uint64_t m = get_u(c), fields = get_u(c);
+    if (!c->bad && (m > HL_AS_ARENAS_MAX || fields > HL_AS_ARENA_FIELDS_MAX ||
+                    m * fields > (uint64_t)(c->end - c->p) || m > r->u[2 + HL_AS_COUNT]))
+        bad(c, "more arenas or arena fields than the record holds");
+    if (c->bad)
+        return DEC_MALFORMED;
+    if (ensure_segs(d, (size_t)m * HL_AS_ARENA_FIELDS) != 0)
+        return DEC_NOMEM;
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t k = 0; k < fields || k < HL_AS_ARENA_FIELDS; k++) {
+            uint64_t v = k < fields ? get_u(c) : 0;
+            if (k < HL_AS_ARENA_FIELDS)
+                d->segs[i * HL_AS_ARENA_FIELDS + k] = v;
+        }
+    r->nsegs = (uint32_t)m;
+    r->segs = d->segs;
+    return c->bad ? DEC_MALFORMED : DEC_OK;
+}
+
 static int decode_other(cur_t* c, rd_record_t* r, int wire) {
     rd_dec_t* d = c->d;
     memset(r, 0, sizeof *r);
@@ -382,6 +423,8 @@ static int decode_other(cur_t* c, rd_record_t* r, int wire) {
             }
         break;
     }
+    case REC_ALLOC_STATS:
+        return decode_alloc_stats(c, r);
     case REC_NOTE:
         r->thread = d->thread;
         r->u[0] = get_u(c);

@@ -378,6 +378,9 @@ static HL_NOINLINE void on_other(model_t* m, const rd_record_t* r) {
         free(m->exec_path);
         m->exec_path = dup_capped(m, r->s[0], MD_PATH_MAX, NULL);
         break;
+    case REC_ALLOC_STATS:
+        as_note(&m->alloc_stats, r, (int64_t)m->heap_bytes > 0 ? m->heap_bytes : 0);
+        break;
     case REC_NOTE:
         notes_on_record(&m->notes, r);
         if ((r->u[0] == HL_NOTE_IGNORE || r->u[0] == HL_NOTE_UNIGNORE) && r->u[1] &&
@@ -480,6 +483,7 @@ int model_is_complete(const model_t* m) {
 
 void model_free(model_t* m) {
     notes_free(&m->notes);
+    as_free(&m->alloc_stats);
     for (size_t i = 0; i < m->nmods; i++) {
         free(m->mods[i].path);
         free(m->mods[i].name);

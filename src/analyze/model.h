@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "../common/format.h"
+#include "alloc_stats.h"
 #include "idmap.h"
 #include "notes.h"
 #include "reader.h"
@@ -169,6 +170,7 @@ typedef struct model_s {
     md_notes_t notes; // what the program said through the API
     const struct model_observer_s* observer; // model_load_observed
     uint64_t seen_lo, seen_hi; // the segment of the last frame told to the observer
+    as_series_t alloc_stats; // --allocator-stats: the allocator's figures beside the heap
     // the decoder's verdict on the file
     rd_result_t read;
 } model_t;

@@ -56,6 +56,9 @@ typedef struct rd_str_s {
 //   REC_END          time_ns; u[0] how, u[1] value
 //   REC_EXEC         time_ns; s[0] path
 //   REC_THREAD_NAME  time_ns; u[0] thread; s[0] name
+//   REC_ALLOC_STATS  time_ns; u[0] source (HL_AS_SRC_*), u[1] available (bit k: value k),
+//                    u[2 + k] value k (HL_AS_*; 0 where not available), u[2 + HL_AS_COUNT]
+//                    arenas; nsegs arenas listed, segs nsegs x HL_AS_ARENA_FIELDS values
 typedef struct rd_record_s {
     int tag;
     int wire_tag;
@@ -63,10 +66,10 @@ typedef struct rd_record_s {
     int is_temporary; // REC_FREE
     uint64_t thread;  // heap events and REC_SWITCH
     int64_t time_ns;
-    uint64_t u[12];
+    uint64_t u[16];
     rd_str_t s[2];        // string fields in order
-    uint32_t nsegs;       // REC_MODULE: segment count
-    const uint64_t* segs; // REC_MODULE: nsegs x (vaddr, memsz, flags)
+    uint32_t nsegs;       // REC_MODULE: segment count; REC_ALLOC_STATS: arenas listed
+    const uint64_t* segs; // REC_MODULE: nsegs x (vaddr, memsz, flags); REC_ALLOC_STATS: arenas
 } rd_record_t;
 
 typedef int (*rd_callback_t)(const rd_record_t* rec, void* arg); // non-zero stops the stream

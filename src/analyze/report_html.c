@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "alloc_stats.h"
 #include "json_frames.h"
 #include "report.h"
 #include "report_html.h"
@@ -68,6 +69,12 @@ int report_html(FILE* out, const char* json_text, size_t json_len) {
     else
         fputs("null", out);
     const char* rest = at + strlen(MARKER);
+    const char* body_end = strstr(rest, "</body>"); // the allocator chart goes in before it
+    if (body_end) {
+        fwrite(rest, 1, (size_t)(body_end - rest), out);
+        report_stats_html(out);
+        rest = body_end;
+    }
     fwrite(rest, 1, len - (size_t)(rest - t), out);
     return ferror(out) ? -1 : 0;
 }

@@ -211,6 +211,7 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
     if (nerr < m->nerrors)
         fprintf(out, "  \"errors_cut\": {\"shown\": %zu, \"errors\": %zu},\n", nerr,
                 m->nerrors - nerr);
+    report_stats_json(out, &m->alloc_stats);
     fputs("  \"children\": [", out);
     for (size_t i = 0; i < o->nchildren; i++) {
         fprintf(out, "%s{\"pid\": %ld, \"trace\": ", i ? ", " : "", o->children[i].pid);

@@ -162,7 +162,7 @@ static void text_histogram(FILE* out, const aggregate_t* a) {
 
 #define TEXT_TIMELINE_ROWS 40
 
-static void text_timeline(FILE* out, const aggregate_t* a) {
+static void text_timeline(FILE* out, report_ctx_t* c, const aggregate_t* a) {
     size_t n = a->ntimeline, per = (n + TEXT_TIMELINE_ROWS - 1) / TEXT_TIMELINE_ROWS;
     if (per == 0)
         per = 1;
@@ -197,6 +197,7 @@ static void text_timeline(FILE* out, const aggregate_t* a) {
     fprintf(out, "  peak: %s bytes in %s blocks at %.3f ms\n\n",
             report_commas(x, sizeof x, a->peak_bytes), report_commas(y, sizeof y, a->peak_blocks),
             (double)a->peak_time_ns / 1e6);
+    report_stats_text(out, &report_model(c)->alloc_stats, a->start_ns, a->end_ns);
 }
 
 static void text_threads(FILE* out, const aggregate_t* a) {
@@ -250,7 +251,7 @@ void ag_views_text(FILE* out, report_ctx_t* c, const aggregate_t* a, const ag_vi
     if (v->histogram)
         text_histogram(out, a);
     if (v->timeline)
-        text_timeline(out, a);
+        text_timeline(out, c, a);
     if (v->threads)
         text_threads(out, a);
     if (v->growth)

@@ -27,6 +27,10 @@
 
 typedef cli_run_opts_t run_opts_t;
 
+// --allocator-stats alone: ten samples a second. mallinfo2 walks every free chunk under its
+// arena's lock, so a much shorter period would cost a program with a large fragmented heap.
+#define HL_ALLOC_STATS_MS_DEFAULT 100
+
 static int parse_int(const char* s, int lo, int hi, int* out) {
     char* end;
     long v = strtol(s, &end, 10);
@@ -236,6 +240,8 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
     if (o->no_control)
         fputs(":control=0", f);
+    if (o->alloc_stats_ms)
+        fprintf(f, ":allocator_stats=%d", o->alloc_stats_ms);
     if (o->wait)
         fputs(":wait=1", f);
     if (o->redzone)
@@ -463,6 +469,14 @@ int cmd_run(int argc, char** argv) {
         } else if (!strncmp(a, "--sample-interval=", 18)) {
             if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
                 cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);
+                return 2;
+            }
+        } else if (!strcmp(a, "--allocator-stats")) {
+            o.alloc_stats_ms = HL_ALLOC_STATS_MS_DEFAULT;
+        } else if (!strncmp(a, "--allocator-stats=", 18)) {
+            if (parse_int(a + 18, 1, 3600000, &o.alloc_stats_ms) != 0) {
+                cli_error("--allocator-stats: expected milliseconds from 1 to 3600000, got '%s'",
+                          a + 18);
                 return 2;
             }
         } else if (a[0] == '-') {

@@ -126,6 +126,15 @@ enum hl_record_tag {
     // a block it wants never reported (a = its site; 0 when the writer could not name it). Only
     // in traces of programs that use the API.
     REC_NOTE = 22,
+    // dt:s, source(HL_AS_SRC_*), available (bit k: value k is the allocator's or the kernel's
+    // figure; a clear bit's value is 0 and means "not available", never zero), n, n x value
+    // (HL_AS_* below, in that order; a later version may add values after them, which a reader
+    // skips), arenas (how many the allocator has), m, fields, m x fields x arena value
+    // (HL_AS_ARENA_* in that order; m <= HL_AS_ARENAS_MAX, fields <= HL_AS_ARENA_FIELDS_MAX):
+    // the allocator's own statistics and the process's memory, sampled by --allocator-stats.
+    // Added within version 3 (only traces of that option hold it; a reader from before it stops
+    // there with "an unknown tag"); its counts let later versions add values and arena fields.
+    REC_ALLOC_STATS = 23,
 
     // Heap events with the function in the tag's low 5 bits (fn = tag & 31):
     // size, stack: an allocation by the current thread
@@ -151,6 +160,41 @@ enum hl_note_kind {
     HL_NOTE_UNTAG = 5,
     HL_NOTE_IGNORE = 6,   // a = the site of a live block the program wants never reported
     HL_NOTE_UNIGNORE = 7, // a = the site of such a block, released or resized (a new block)
+};
+
+// REC_ALLOC_STATS's values: glibc's mallinfo2() (arena .. keepcost), then /proc/self/status.
+enum hl_alloc_stat {
+    HL_AS_ARENA = 0,   // bytes the allocator took from the system with brk/sbrk (all arenas)
+    HL_AS_IN_USE,      // bytes in blocks handed out (uordblks; with glibc, tcache blocks too)
+    HL_AS_FREE,        // bytes in free chunks the allocator keeps (fordblks)
+    HL_AS_FAST_FREE,   // ... of which in fastbins (fsmblks)
+    HL_AS_MMAPPED,     // bytes in blocks mapped one by one (hblkhd)
+    HL_AS_MMAP_COUNT,  // how many such blocks (hblks)
+    HL_AS_KEEPCOST,    // free bytes at the top of the main heap, releasable by malloc_trim
+    HL_AS_VM_RSS,      // VmRSS
+    HL_AS_VM_HWM,      // VmHWM: the peak VmRSS
+    HL_AS_VM_SWAP,     // VmSwap
+    HL_AS_RSS_ANON,    // RssAnon: the resident anonymous memory (the heap is in here)
+    HL_AS_COUNT
+};
+#define HL_AS_ALLOCATOR_MASK ((1u << HL_AS_VM_RSS) - 1) // the allocator's values
+enum hl_alloc_stat_arena {
+    HL_AS_ARENA_SYSTEM = 0, // malloc_info's <system type="current">: bytes the arena holds
+    HL_AS_ARENA_MAX,        // <system type="max">: the most it ever held
+    HL_AS_ARENA_FREE,       // free bytes in its bins, fastbins and top chunk
+    HL_AS_ARENA_FREE_BLOCKS,
+    HL_AS_ARENA_FIELDS
+};
+// A record lists this many arenas at most (glibc makes up to 8 per core); `arenas` says how
+// many there were. The reader refuses more fields per arena than this.
+#define HL_AS_ARENAS_MAX 64
+#define HL_AS_ARENA_FIELDS_MAX 16
+#define HL_AS_VALUES_MAX 64 // values per record a reader accepts (this version writes HL_AS_COUNT)
+// Where the allocator's values come from.
+enum hl_alloc_stat_source {
+    HL_AS_SRC_NONE = 0,      // the allocator underneath has no such figures (jemalloc, mimalloc)
+    HL_AS_SRC_MALLINFO2 = 1, // glibc's mallinfo2(), and malloc_info() for the arenas
+    HL_AS_SRC_MALLINFO = 2,  // the allocator's own mallinfo() (tcmalloc): int-sized figures
 };
 
 enum hl_info_flags {

@@ -28,6 +28,9 @@ if [[ ! -e "$SEEDS/.made" ]]; then
     for p in $PROGRAMS; do # (exit_sigkill's heaplens ends by its signal: no word from bash)
         ( "$BUILD/heaplens" run -q -o "$tmp/$p.%p.hl" -- "$BUILD/programs/$p" ) >/dev/null 2>&1 </dev/null
     done
+    # and the allocator's statistics (ALLOC_STATS records, one a millisecond and one at the end)
+    "$BUILD/heaplens" run -q --allocator-stats=1 -o "$tmp/threads_stats.%p.hl" -- \
+        "$BUILD/programs/threads_alloc" >/dev/null 2>&1 </dev/null
     for t in "$tmp"/*.hl; do
         [[ -e "$t" ]] || continue
         b=$(basename "$t" .hl)

@@ -3,7 +3,8 @@
 # hostile.sh BUILD_DIR - the analyzer under hostile input: traces written record by record
 # (python, framed by BUILD_DIR/fuzz/pack with valid checksums, so the damage reaches the decoder
 # and the model) with times past 292 years, sizes past 2^63, a thread index of 2^30-1 and of
-# 2^24-1, a 300 KB module path in every frame, bytes that are not UTF-8; and the CLI's answers
+# 2^24-1, a 300 KB module path in every frame, bytes that are not UTF-8, 20,000 allocator
+# samples of 64 arenas; and the CLI's answers
 # to bad input (diff of a missing trace, diff --json -, html of what is not a report, a bad
 # --filter without a view, HEAPLENS_DEBUG_SCAN=0). Undefined behaviour is looked for with the
 # ASan+UBSan build (BUILD_DIR/asan, make asan-build); memory and time with the plain one.
@@ -106,6 +107,19 @@ for i in range(1, 2001):  # 2000 stacks of one frame each, in the module with th
     recs += st.rec(i, 0, 0x400100 + 16 * i) + alloc(i, i)
 write("long_path", recs + end(20))
 st = Stacks()
+# 20,000 allocator samples of 64 arenas each (the report keeps 2048 at most), values past 2^63
+def astats(dt, value, arena_value):
+    return (bytes([23]) + sv(dt) + v(1) + v((1 << 11) - 1) + v(11) + v(value) * 11 + v(64) + v(64)
+            + v(4) + v(arena_value) * 256)
+st = Stacks()
+head = info() + st.rec(1, 0, 0x1000) + switch(1) + time(10) + alloc(16, 1)
+chunks = []
+for c in range(4):
+    chunks.append((head if c == 0 else b"") + b"".join(astats(1000, M64 if i % 7 == 0 else i, M64 if i % 5 == 0 else 3)
+                                                       for i in range(5000)))
+chunks[-1] += end(10)
+write("alloc_stats_many", *chunks)
+st = Stacks()
 write("not_utf8", info(exe=b"/tmp/\xff\xfeprog", argv=b"prog\0\xc3(\0--x=\x80\0")
       + st.rec(1, 0, 0x1000) + switch(1) + time(10) + alloc(16, 1) + end(10))
 EOF
@@ -168,6 +182,20 @@ else fail "thread index 2^24-1" "status $ST, ${RSS} KB, ${SECS} s: $(head -3 "$W
 run thread_2p24_san "$SAN" report --threads --json /dev/null "$WORK/thread_2p24.hl"
 no_ub thread_2p24_san && pass "thread index 2^24-1: no sanitizer finding" ||
     fail "thread index 2^24-1 (ASan+UBSan)" "$(ub_says thread_2p24_san)"
+
+run astats "$SAN" report --timeline --json "$WORK/astats.json" --html "$WORK/astats.html" "$WORK/alloc_stats_many.hl"
+if ! no_ub astats; then fail "20,000 allocator samples of 64 arenas" "$(ub_says astats)"
+elif [ "$ST" -eq 0 ] && python3 -c '
+import json, sys
+S = json.load(open(sys.argv[1]))["allocator_stats"]
+assert S["records"] == 20000 and 1024 <= len(S["samples"]) <= 2048, (S["records"], len(S["samples"]))
+assert len(S["at_peak"]["arena_list"]) == 64 and S["at_end"]["vm_rss"] == 4999' "$WORK/astats.json" 2>/dev/null &&
+   grep -q "at the heap.s peak" "$WORK/astats.out"; then
+    pass "20,000 allocator samples of 64 arenas, values past 2^63: kept to 2048, no sanitizer finding"
+else fail "20,000 allocator samples of 64 arenas" "status $ST: $(head -c 300 "$WORK/astats.err")"; fi
+run astats_plain "$HL" report --timeline --json /dev/null "$WORK/alloc_stats_many.hl"
+if [ "$ST" -eq 0 ] && within_bounds; then pass "20,000 allocator samples: ${RSS} KB, ${SECS} s"
+else fail "20,000 allocator samples: bounds" "status $ST, ${RSS} KB, ${SECS} s"; fi
 
 # --- 15: strings capped: a 300 KB module path in 2000 frames -----------------------------------
 run long_diff "$HL" diff --json "$WORK/long.json" "$WORK/long_path.hl" "$WORK/long_path.hl"

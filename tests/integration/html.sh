@@ -92,8 +92,11 @@ for key, cut in (("leak_records", "leak_records_cut"), ("errors", "errors_cut"))
 diff = [k for k in want if got.get(k) != want[k]]
 if diff:
     print("embedded JSON differs from the report in %s" % diff); sys.exit(1)
-if page.count("</script>") != 2:
-    print("%d </script> in the page: the JSON was not escaped" % page.count("</script>")); sys.exit(1)
+# each script element closes once (the data, the page's script, its parts: allocator chart, tags);
+# a "</script>" left unescaped in the JSON would close one more than were opened
+opened = page.replace(m.group(1), "").count("<script")
+if page.count("</script>") != opened or opened < 2:
+    print("%d </script> in the page for %d <script: the JSON was not escaped" % (page.count("</script>"), opened)); sys.exit(1)
 EOF
     )
     ok "$name: self-contained, JSON embedded intact" $? "$out"
@@ -274,6 +277,30 @@ else
 fi
 browser big "$G/page.html" --expect-hist --expect-text "This page is cut to stay small" \
     --max-load 2 --tries 3
+
+# --- the allocator chart (run --allocator-stats): after the heap timeline, its series drawn ---
+if [ -x "$BUILD/programs/alloc_stats" ]; then
+    timeout $TIMEOUT "$HL" run -q --allocator-stats=20 -o "$WORK/as.hl" --html "$WORK/as.html" -- \
+        "$BUILD/programs/alloc_stats" 100 >/dev/null 2>"$WORK/as.err"
+    st=$? # the program's own status, 5
+    [ $st = 5 ] && [ -s "$WORK/as.html" ]
+    ok "allocator chart: run --allocator-stats --html writes the page (status $st)" $? "$(head -2 "$WORK/as.err")"
+    browser allocstats "$WORK/as.html" --expect-chart --expect-hist --expect-alloc-stats --no-zoom \
+        --screenshot "$ART/allocstats.png"
+else
+    fail "allocator chart" "no $BUILD/programs/alloc_stats"
+fi
+
+# --- allocations by tag (the API's heaplens_tag): a table of their own, before the top sites --
+if [ -x "$BUILD/tests/api/api_c" ]; then
+    timeout $TIMEOUT "$HL" run -q -o "$WORK/tags.hl" --html "$WORK/tags.html" -- \
+        "$BUILD/tests/api/api_c" tags >/dev/null 2>"$WORK/tags.err"
+    ok "tags: run --html writes the page of a program that tags its allocations" $? "$(head -2 "$WORK/tags.err")"
+    browser tags "$WORK/tags.html" --expect-chart --no-zoom --expect-text "Allocations by tag" \
+        --expect-text "7/42" --expect-text "8/1"
+else
+    fail "tags page" "no $BUILD/tests/api/api_c (make $BUILD/tests/api/api_c)"
+fi
 
 # --- 5. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1

@@ -175,6 +175,8 @@ def main():
     ap.add_argument("--expect-chart", action="store_true")
     ap.add_argument("--expect-map", action="store_true")
     ap.add_argument("--expect-hist", action="store_true")
+    ap.add_argument("--expect-alloc-stats", action="store_true",
+                    help="the allocator chart (--allocator-stats) is drawn after the timeline")
     ap.add_argument("--first-site", default=None)
     ap.add_argument("--no-zoom", action="store_true", help="skip the click-to-zoom check (one-chain graphs)")
     ap.add_argument("--screenshot", default=None)
@@ -224,7 +226,9 @@ def main():
                 cdp.js("window.heaplens && (window.heaplens.ready = false)")
             t0 = time.time()
             cdp.call("Page.navigate", url=url)
-            ready = cdp.wait("window.heaplens && window.heaplens.ready === true", 30)
+            # ... and every script of the page has run (its parts come after the main script)
+            ready = cdp.wait("window.heaplens && window.heaplens.ready === true && "
+                             "document.readyState !== 'loading'", 30)
             load_s = time.time() - t0
             if not ready:
                 break
@@ -255,6 +259,22 @@ def main():
             else:
                 note = cdp.js("document.getElementById('chart-note').textContent")
                 check("chart degrades without a timeline", bool(note), "no note")
+            if a.expect_alloc_stats:
+                st = cdp.js("""(function () { var s = document.getElementById('s-alloc-stats');
+                    return { ready: !!(window.heaplensStats && window.heaplensStats.ready), shown: !!s && !s.hidden,
+                      after: !!s && document.getElementById('s-timeline').nextElementSibling === s,
+                      series: Array.prototype.map.call(document.querySelectorAll('#as-chart path.as-series'), function (p) { return p.getAttribute('data-series'); }),
+                      peak: !!document.querySelector('#as-chart #as-peak line'),
+                      note: document.getElementById('as-note').textContent,
+                      nav: !!document.querySelector('#nav a[data-for="s-alloc-stats"]') }; })()""")
+                check("allocator chart shown right after the heap timeline", st and st["shown"] and st["after"] and st["nav"], f"{st}")
+                check("allocator chart draws the live heap, in use, free and RSS",
+                      st and all(any(s.startswith(w) for s in st["series"]) for w in ("live heap", "in use", "free", "RSS")),
+                      f"{st and st['series']}")
+                check("RSS - live heap marked at the peak", st and st["peak"] and "live heap" in st["note"] and "% of RSS" in st["note"], f"{st}")
+            else:
+                hidden = cdp.js("!document.getElementById('s-alloc-stats') || document.getElementById('s-alloc-stats').hidden")
+                check("no allocator chart without --allocator-stats", hidden, "the section is shown")
 
         # flame graph: drawn, capped, zooms on click, resets
         n = cdp.js("document.querySelectorAll('#flame rect').length")

@@ -660,6 +660,84 @@ TEST(error_changes_attach_to_their_error) {
     free(b);
 }
 
+// ALLOC_STATS beside the live heap: values a record lacks or says are not available read as
+// such, values and arena fields a later version adds are skipped, and every count past what
+// the record holds or the format allows makes the trace corrupt.
+TEST(allocator_stats_beside_the_heap) {
+    uint64_t v[HL_AS_COUNT + 2];
+    for (int k = 0; k < HL_AS_COUNT + 2; k++)
+        v[k] = 1000u * (uint64_t)(k + 1);
+    buf_t* b = new_buf();
+    rec_stack(b, 2, 0, 0x1000);
+    rec_switch(b, 1);
+    rec_time(b, 10);
+    rec_alloc(b, HL_FN_MALLOC, 5000, 2);
+    uint32_t all = (1u << HL_AS_COUNT) - 1;
+    rec_alloc_stats(b, 20, HL_AS_SRC_MALLINFO2, all, HL_AS_COUNT, v, 2, 2, HL_AS_ARENA_FIELDS, 7);
+    rec_alloc(b, HL_FN_MALLOC, 3000, 2);
+    // a later version: two more values, six fields per arena, one of three arenas listed
+    rec_alloc_stats(b, 30, HL_AS_SRC_MALLINFO2, all | 3u << HL_AS_COUNT, HL_AS_COUNT + 2, v, 3, 1,
+                    6, 100);
+    rec_free(b, HL_FN_FREE, 5000, 2);
+    // another allocator: only the process's figures, and an older record of 8 values
+    rec_alloc_stats(b, 40, HL_AS_SRC_NONE, 1u << HL_AS_VM_RSS, 8, v, 0, 0, 0, 0);
+    rec_end(b, 50);
+    uint8_t file[1 << 12];
+    write_file(file, trace_file(file, sizeof file, b));
+    model_t m;
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    const as_series_t* s = &m.alloc_stats;
+    ASSERT_TRUE(s->records == 3 && s->n == 3);
+    EXPECT_EQ_U(s->samples[0].heap_bytes, 5000);
+    EXPECT_EQ_I(s->samples[0].time_ns, 20000);
+    EXPECT_EQ_U(s->samples[0].value[HL_AS_IN_USE], 2000);
+    EXPECT_EQ_U(s->samples[0].arenas, 2);
+    EXPECT_EQ_U(s->samples[1].heap_bytes, 8000);
+    EXPECT_EQ_U(s->samples[1].available, all); // the two unknown values are not kept
+    EXPECT_EQ_U(s->peak.heap_bytes, 8000);     // the record with the most live heap
+    EXPECT_EQ_U(s->peak_arenas.listed, 1);
+    EXPECT_EQ_U(s->peak_arenas.v[0][HL_AS_ARENA_FREE_BLOCKS], 103);
+    EXPECT_EQ_U(s->samples[2].heap_bytes, 3000);
+    EXPECT_EQ_U(s->samples[2].available, 1u << HL_AS_VM_RSS);
+    EXPECT_EQ_U(s->samples[2].value[HL_AS_IN_USE], 0);
+    EXPECT_EQ_U(s->last.value[HL_AS_VM_RSS], 8000);
+    EXPECT_EQ_U(s->source, HL_AS_SRC_NONE);
+    model_free(&m);
+    free(b);
+
+    // bounds: more values than the format allows, more arenas than listed or allowed, more
+    // arena fields than allowed, counts past the record's bytes
+    struct {
+        uint64_t n, arenas, m, fields;
+    } bad[] = {{HL_AS_VALUES_MAX + 1, 0, 0, 0},
+               {HL_AS_COUNT, 1, 2, HL_AS_ARENA_FIELDS},
+               {HL_AS_COUNT, HL_AS_ARENAS_MAX + 1, HL_AS_ARENAS_MAX + 1, 1},
+               {HL_AS_COUNT, 1, 1, HL_AS_ARENA_FIELDS_MAX + 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        b = new_buf();
+        uint64_t many[HL_AS_VALUES_MAX + 1] = {0};
+        rec_alloc_stats(b, 20, HL_AS_SRC_MALLINFO2, 1, bad[i].n, many, bad[i].arenas, bad[i].m,
+                        bad[i].fields, 1);
+        rec_end(b, 50);
+        write_file(file, trace_file(file, sizeof file, b));
+        ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+        EXPECT_TRUE(m.read.is_corrupt);
+        EXPECT_TRUE(m.alloc_stats.records == 0);
+        model_free(&m);
+        free(b);
+    }
+    b = new_buf(); // a count of a million values in a record of a few bytes
+    tag(b, REC_ALLOC_STATS);
+    dt(b, 20);
+    u(b, 1), u(b, 1), u(b, 1000000);
+    write_file(file, trace_file(file, sizeof file, b));
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(m.read.is_corrupt);
+    model_free(&m);
+    free(b);
+}
+
 TEST(garbage_is_not_a_trace) {
     const char junk[] = "this is not a trace at all, just text\n";
     write_file((const uint8_t*)junk, sizeof junk);
@@ -688,6 +766,7 @@ int main(void) {
     RUN_TEST(every_flipped_byte_is_caught);
     RUN_TEST(a_stack_under_an_undefined_parent_keeps_its_frame);
     RUN_TEST(error_changes_attach_to_their_error);
+    RUN_TEST(allocator_stats_beside_the_heap);
     RUN_TEST(garbage_is_not_a_trace);
     unlink(tmp_path);
     return TEST_SUMMARY();

@@ -171,6 +171,22 @@ static inline void rec_error_change(buf_t* b, int64_t offset, uint64_t length, u
     for (uint32_t k = 0; k < n; k++)
         u(b, expected[k]);
 }
+// ALLOC_STATS with n values (value k = values[k]) and m arenas of `fields` fields each
+// (field k of arena i = arena_base + 10 * i + k).
+static inline void rec_alloc_stats(buf_t* b, int64_t t, int source, uint64_t available, uint64_t n,
+                                   const uint64_t* values, uint64_t arenas, uint64_t m,
+                                   uint64_t fields, uint64_t arena_base) {
+    tag(b, REC_ALLOC_STATS);
+    dt(b, t);
+    u(b, (uint64_t)source), u(b, available), u(b, n);
+    for (uint64_t k = 0; k < n; k++)
+        u(b, values[k]);
+    u(b, arenas), u(b, m), u(b, fields);
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t k = 0; k < fields; k++)
+            u(b, arena_base + 10 * i + k);
+}
+
 static inline void rec_end(buf_t* b, int64_t t) {
     tag(b, REC_END);
     dt(b, t);
