@@ -25,7 +25,12 @@
 //              write_past, given -1) and a read 4 bytes before another (read_past, given -4)
 //   gp_threads 4 threads each write 1 byte past a 64-byte block of their own (in write_past)
 //              and read a freed one (read_freed), all at once
+//   sites      two allocation sites: site_good reads 1 byte past its 48-byte block (in
+//              read_past), site_bad writes 1 byte past its own; both freed (--guard-sites=)
+//   sites_dlopen  dlopen libplugin.so (this program's directory), whose plugin_site_overflow
+//              writes 1 byte past a 48-byte block
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
+#include <dlfcn.h>
 #include <malloc.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -237,6 +242,40 @@ static int gp_before(void) {
     return 0;
 }
 
+NOINLINE static char* site_good(void) {
+    char* p = malloc(48);
+    memset(p, 'g', 48);
+    (void)read_past(p, 48);
+    return p;
+}
+NOINLINE static char* site_bad(void) {
+    char* p = malloc(48);
+    memset(p, 'b', 48);
+    ((volatile char*)p)[48] = 'X';
+    return p;
+}
+static int sites_mode(void) {
+    char* a = site_good();
+    char* b = site_bad();
+    release(a);
+    release(b);
+    say("sites done\n");
+    return 0;
+}
+
+static int sites_dlopen(void) {
+    static char path[4096];
+    if (exe_dir(path, sizeof path - 32) != 0)
+        return 5;
+    strcat(path, "/libplugin.so");
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int (*overflow)(void) = h ? (int (*)(void))dlsym(h, "plugin_site_overflow") : NULL;
+    if (!overflow)
+        return 6;
+    say(overflow() == 1 ? "sites_dlopen done\n" : "sites_dlopen failed\n");
+    return 0;
+}
+
 static pthread_barrier_t together;
 static void* gp_thread(void* arg) {
     (void)arg;
@@ -329,7 +368,11 @@ int main(int argc, char** argv) {
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
+    if (!strcmp(m, "sites"))
+        return sites_mode();
+    if (!strcmp(m, "sites_dlopen"))
+        return sites_dlopen();
     say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|"
-        "gp_threads|gp_own|threads\n");
+        "gp_threads|gp_own|threads|sites|sites_dlopen\n");
     return 2;
 }
