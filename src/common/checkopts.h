@@ -154,7 +154,7 @@ static inline int hl_gsites_entry(const char** s, hl_gsites_entry_t* e) {
         return 0;
     const char* at = strchr(p, '@');
     const char* semi = strchr(p, ';');
-    if (!at || at == p || (semi && semi < at))
+    if (!at || at == p || (semi && (semi < at || !semi[1])))
         return -1;
     e->key = p;
     e->key_len = (size_t)(at - p);
