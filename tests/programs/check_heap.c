@@ -29,6 +29,11 @@
 //              read_past), site_bad writes 1 byte past its own; both freed (--guard-sites=)
 //   sites_dlopen  dlopen libplugin.so (this program's directory), whose plugin_site_overflow
 //              writes 1 byte past a 48-byte block
+//   kinds      (--guard-pages=1 --redzone=16) every kind at once: gp's four, a read two pages
+//              past a block (read_far: into a slot of the pool no block ever had, an invalid
+//              access) and a write 1 byte before a 3-page block (big_block's, too big for a
+//              guard page: found by its red zone at release); leaks one 40-byte block
+//              (lose_one), so that the page has a leak to show
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
 #include <dlfcn.h>
 #include <malloc.h>
@@ -38,6 +43,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -276,6 +282,33 @@ static int sites_dlopen(void) {
     return 0;
 }
 
+NOINLINE static int read_far(const char* p, long n) {
+    volatile const char* v = p;
+    return v[n] + 2000; // not read_past's code
+}
+NOINLINE static char* big_block(void) {
+    char* p = malloc(3 * 4096);
+    memset(p, 'B', 3 * 4096);
+    return p;
+}
+NOINLINE static void lose_one(void) {
+    char* volatile p = malloc(40);
+    p[0] = 1;
+}
+static int kinds(void) {
+    lose_one();
+    gp();
+    char* a = gp_block(96);
+    (void)read_far(a, 2 * sysconf(_SC_PAGESIZE));
+    release(a);
+    char* big = big_block();
+    write_past(big, -1);
+    release(big);
+    scrub_stack();
+    say("kinds done\n");
+    return 0;
+}
+
 static pthread_barrier_t together;
 static void* gp_thread(void* arg) {
     (void)arg;
@@ -368,11 +401,13 @@ int main(int argc, char** argv) {
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
+    if (!strcmp(m, "kinds"))
+        return kinds();
     if (!strcmp(m, "sites"))
         return sites_mode();
     if (!strcmp(m, "sites_dlopen"))
         return sites_dlopen();
     say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|"
-        "gp_threads|gp_own|threads|sites|sites_dlopen\n");
+        "gp_threads|gp_own|threads|sites|sites_dlopen|kinds\n");
     return 2;
 }
