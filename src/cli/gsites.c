@@ -262,6 +262,18 @@ char* gsites_resolve(const char* regex, const char* prog) {
         return NULL;
     }
     elf_version(EV_CURRENT);
+    // A #! script: what runs, and what the agent is loaded into, is its interpreter.
+    char script_interp[PATH_MAX];
+    FILE* sf = fopen(prog, "re");
+    if (sf) {
+        if (fgets(script_interp, sizeof script_interp, sf) && !strncmp(script_interp, "#!", 2)) {
+            char* p = script_interp + 2 + strspn(script_interp + 2, " \t");
+            p[strcspn(p, " \t\n")] = 0;
+            if (*p == '/')
+                prog = memmove(script_interp, p, strlen(p) + 1);
+        }
+        fclose(sf);
+    }
     files_t files = {0};
     add_file(&files, prog);
     char interp[PATH_MAX] = "";

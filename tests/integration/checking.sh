@@ -270,6 +270,12 @@ hl gs_rate --guard-pages=1/2 --guard-sites='^site_(good|bad)$' -- sites
 same "guard sites with --guard-pages=1/2: one in two of the matching allocations (the first)" \
     "$(stacks "$J")" "read_overflow 48 read_past site_good -
 overflow 48 release sites_mode -"
+hl gs_threads --guard-sites='^gp_thread$' -- gp_threads
+expect "guard sites in 4 threads at once: the program goes on" 0 "gp_threads done"
+same "guard sites in 4 threads at once: each thread's fault at its own instruction" \
+    "$(stacks "$J" | sort | uniq -c | sed 's/^ *//')" \
+"4 overflow 64 write_past gp_thread -
+4 read_after_free 0 read_freed gp_thread released"
 hl gs_dlopen --guard-sites=plugin_site_overflow -- sites_dlopen
 expect "guard sites in a dlopen'd library: the program goes on" 0 "sites_dlopen done"
 same "guard sites in a dlopen'd library: its write faults, at its instruction" \
