@@ -368,6 +368,8 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
 write_after_free 10 1 77 dd uaf_block released"
     hl "gp_$lib" --guard-pages=1 -- gp
     same "under $lib: guard pages" "$(stacks "$J")" "$GP_WANT"
+    hl "gs_$lib" --guard-sites='^site_bad$' -- sites
+    same "under $lib: guard sites" "$(stacks "$J")" "overflow 48 site_bad sites_mode -"
     hl "threads_$lib" --hoard=1M --redzone=16 -- threads
     expect "under $lib: threads with hoard and red zones" 0 "threads done"
     unset LD_PRELOAD
