@@ -5,7 +5,8 @@
 # checking option each (--guard-pages=1/1000, --guard-pages=1, --paint, --hoard=64M,
 # --redzone=16), in alternation (ROUNDS rounds, default 3, the order rotated each round), the
 # tool alone (-q: no report, the trace is the result). Prints the medians and each run's ratio
-# to plain heaplens, of wall times, then of CPU times (less noisy on a shared machine).
+# to plain heaplens, of wall times, then of CPU times (less noisy on a shared machine), with the
+# spread of plain heaplens's own rounds (a ratio closer to 1 than that is noise).
 # Knobs: ROUNDS=N, DEPTH=N (heaplens -d, default 64 as in run.sh), CHECK_WORKLOADS="a b".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -110,17 +111,22 @@ for w, m, r, t, c, fail in rows:
 def med(d, w, m):
     v = d.get((w, m))
     return statistics.median(v) if v and (w, m) not in fails else None
+def spread(d, w):
+    # how far plain heaplens's own rounds lie apart: ratios closer to 1 than this are noise
+    v = d.get((w, "plain"))
+    return "%.0f%%" % (100 * (max(v) - min(v)) / statistics.median(v)) if v and len(v) > 1 else "-"
 def table(d, what):
     print("%-10s " % "workload" + " ".join("%10s" % names[m] for m in modes) + " | " +
-          " ".join("%10s" % names[m] for m in modes if m != "plain"))
+          " ".join("%10s" % names[m] for m in modes if m != "plain") + " | %6s" % "spread")
     for w in order:
         base = med(d, w, "plain")
         cells = ["%10s" % ("%.0f" % (med(d, w, m) * 1e3) if med(d, w, m) is not None else "failed")
                  for m in modes]
         ratios = ["%10s" % ("%.2f" % (med(d, w, m) / base) if base and med(d, w, m) is not None
                             else "n/a") for m in modes if m != "plain"]
-        print("%-10s " % w + " ".join(cells) + " | " + " ".join(ratios))
-    print("(%s in ms, median of %s rounds; after the bar: each run / plain heaplens)" % (what, sys.argv[2]))
+        print("%-10s " % w + " ".join(cells) + " | " + " ".join(ratios) + " | %6s" % spread(d, w))
+    print("(%s in ms, median of %s rounds; after the bar: each run / plain heaplens; spread:"
+          " plain heaplens's slowest round less its fastest, over its median)" % (what, sys.argv[2]))
 print()
 print("== heap checking options against plain heaplens, side by side ==")
 table(wall, "wall times")
