@@ -32,6 +32,10 @@ char* __cxa_demangle(const char* mangled, char* buf, size_t* len, int* status);
 // not a program's plugins, and reading them all would delay every run.
 #define GSITES_DIR_FILES 256
 
+// The setting travels in HEAPLENS_OPTIONS, one environment string, which the kernel caps at
+// 128 KiB (MAX_ARG_STRLEN); the other settings keep the rest.
+#define GSITES_ENV_MAX (120u << 10)
+
 int gsites_check_regex(const char* regex) {
     regex_t re;
     int rc = regcomp(&re, regex, REG_EXTENDED | REG_NOSUB);
@@ -336,7 +340,7 @@ char* gsites_resolve(const char* regex, const char* prog) {
         free(out);
         return NULL;
     }
-    if (total > HL_GSITES_MAX) {
+    if (total > HL_GSITES_MAX || out_len > GSITES_ENV_MAX) {
         cli_error("--guard-sites: '%s' matches %zu functions, more than the %d the agent holds: "
                   "name fewer", regex, total, HL_GSITES_MAX);
         free(out);

@@ -299,6 +299,13 @@ for bad in '--guard-sites=(' '--guard-sites=a[' '--guard-sites=*x{'; do
         fail "run $bad" "status $st: $out"
     fi
 done
+out=$("$HL" run -q --guard-sites=. -o "$WORK/gs_all.hl" -- "$BUILD/programs/cxx_new_delete" 2>&1 >/dev/null)
+st=$?
+if [ "$st" -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q 'more than the 4096 the agent holds' <<<"$out"; then
+    pass "run --guard-sites=. (libstdc++'s thousands of functions) refused in one line: $out"
+else
+    fail "run --guard-sites=. with libstdc++" "status $st: $out"
+fi
 # By hand, the resolved form: the build-id, site_bad's address and size as nm prints them
 bid=$(readelf -n "$PROG" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
 read -r addr size _ < <(nm -S "$PROG" | awk '$4 == "site_bad" {print $1, $2}')
