@@ -341,8 +341,9 @@ char* gsites_resolve(const char* regex, const char* prog) {
         return NULL;
     }
     if (total > HL_GSITES_MAX || out_len > GSITES_ENV_MAX) {
-        cli_error("--guard-sites: '%s' matches %zu functions, more than the %d the agent holds: "
-                  "name fewer", regex, total, HL_GSITES_MAX);
+        cli_error("--guard-sites: '%s' matches %zu functions, more than the %d the agent holds "
+                  "(or %u KiB of ranges): name fewer", regex, total, HL_GSITES_MAX,
+                  GSITES_ENV_MAX >> 10);
         free(out);
         return NULL;
     }
