@@ -4,7 +4,7 @@
 // before the program starts, against the function symbols (.symtab, else .dynsym; C++ names
 // demangled as well as mangled) of: the program, the libraries the loader will map for it (its
 // own `--list`, which reads the program's headers and runs none of it), and the shared objects
-// in the program's directory and in LD_LIBRARY_PATH, which it may dlopen later. Each module
+// in the program's directory, in LD_LIBRARY_PATH and in its RUNPATH, which it may dlopen later. Each module
 // whose functions match becomes one entry of guard_sites= (src/common/checkopts.h), keyed by
 // build-id, so a file that changes between here and the load matches nothing rather than the
 // wrong code; the agent adds the load address when the module appears.
@@ -166,6 +166,51 @@ static void add_dir_objects(files_t* f, const char* dir) {
     closedir(d);
 }
 
+// The program's DT_RUNPATH, else DT_RPATH ("" for neither): where its libraries, and often
+// its plugins, are.
+static void runpath_of(Elf* e, char* out, size_t cap) {
+    Elf_Scn* scn = NULL;
+    while ((scn = elf_nextscn(e, scn))) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+            continue;
+        Elf_Data* data = elf_getdata(scn, NULL);
+        for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Dyn dyn;
+            if (!gelf_getdyn(data, (int)i, &dyn) ||
+                (dyn.d_tag != DT_RUNPATH && (dyn.d_tag != DT_RPATH || out[0])))
+                continue;
+            const char* v = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+            if (v)
+                snprintf(out, cap, "%s", v);
+            if (dyn.d_tag == DT_RUNPATH)
+                return;
+        }
+    }
+}
+
+// Each directory of a ':'-separated list, $ORIGIN (or ${ORIGIN}) standing for origin.
+static void add_dir_list(files_t* f, const char* list, const char* origin) {
+    for (const char* p = list ? list : ""; *p;) {
+        size_t len = strcspn(p, ":;");
+        char dir[PATH_MAX];
+        size_t n = 0;
+        for (size_t i = 0; i < len && n < sizeof dir - 1;) {
+            size_t tok = !strncmp(p + i, "$ORIGIN", 7) ? 7 : !strncmp(p + i, "${ORIGIN}", 9) ? 9 : 0;
+            if (tok && i + tok <= len) {
+                n += (size_t)snprintf(dir + n, sizeof dir - n, "%s", origin);
+                i += tok;
+            } else {
+                dir[n++] = p[i++];
+            }
+        }
+        dir[n < sizeof dir ? n : sizeof dir - 1] = 0;
+        if (len)
+            add_dir_objects(f, dir);
+        p += len + (p[len] != 0);
+    }
+}
+
 static int cmp_range(const void* a, const void* b) {
     const range_t *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
@@ -281,28 +326,24 @@ char* gsites_resolve(const char* regex, const char* prog) {
     files_t files = {0};
     add_file(&files, prog);
     char interp[PATH_MAX] = "";
+    char runpath[PATH_MAX] = "";
     int fd = open(prog, O_RDONLY | O_CLOEXEC);
     Elf* e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-    if (e)
+    if (e) {
         interp_of(e, interp, sizeof interp);
-    if (e)
+        runpath_of(e, runpath, sizeof runpath);
         elf_end(e);
+    }
     if (fd >= 0)
         close(fd);
     add_needed(&files, interp, prog);
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", files.n ? files.paths[0] : prog);
-    char* slash = strrchr(dir, '/');
-    *(slash ? slash : dir) = 0;
-    add_dir_objects(&files, dir);
-    const char* lib_path = getenv("LD_LIBRARY_PATH");
-    for (const char* p = lib_path ? lib_path : ""; *p;) {
-        size_t len = strcspn(p, ":;");
-        snprintf(dir, sizeof dir, "%.*s", (int)len, p);
-        if (len)
-            add_dir_objects(&files, dir);
-        p += len + (p[len] != 0);
-    }
+    char origin[PATH_MAX];
+    snprintf(origin, sizeof origin, "%s", files.n ? files.paths[0] : prog);
+    char* slash = strrchr(origin, '/');
+    *(slash ? slash : origin) = 0;
+    add_dir_objects(&files, origin);
+    add_dir_list(&files, getenv("LD_LIBRARY_PATH"), origin);
+    add_dir_list(&files, runpath, origin);
 
     char* out = NULL;
     size_t out_len = 0, total = 0;

@@ -280,6 +280,26 @@ hl gs_dlopen --guard-sites=plugin_site_overflow -- sites_dlopen
 expect "guard sites in a dlopen'd library: the program goes on" 0 "sites_dlopen done"
 same "guard sites in a dlopen'd library: its write faults, at its instruction" \
     "$(stacks "$J")" "overflow 48 plugin_site_overflow sites_dlopen -"
+# A plugin found through the program's RUNPATH ($ORIGIN/plugins), dlopen'd by its bare name
+mkdir -p "$WORK/rp/plugins" && cp "$BUILD/programs/libplugin.so" "$WORK/rp/plugins/"
+cat >"$WORK/rp/main.c" <<'EOF'
+#include <dlfcn.h>
+#include <unistd.h>
+int main(void) {
+    void* h = dlopen("libplugin.so", RTLD_NOW);
+    int (*overflow)(void) = h ? (int (*)(void))dlsym(h, "plugin_site_overflow") : 0;
+    return overflow && overflow() == 1 && write(1, "rp done\n", 8) == 8 ? 0 : 1;
+}
+EOF
+if ${CC:-cc} -O2 -g -o "$WORK/rp/main" "$WORK/rp/main.c" -Wl,-rpath,'$ORIGIN/plugins' -ldl 2>"$WORK/rp/cc.err"; then
+    (cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q --guard-sites=plugin_site_overflow -o "$WORK/gs_rp.hl" \
+        --json "$WORK/gs_rp.json" -- "$WORK/rp/main" >"$WORK/gs_rp.stdout" 2>"$WORK/gs_rp.stderr")
+    st=$?
+    same "guard sites in a plugin found through RUNPATH \$ORIGIN/plugins: its write faults (status $st)" \
+        "$(stacks "$WORK/gs_rp.json") $st" "overflow 48 plugin_site_overflow main - 0"
+else
+    fail "guard sites through RUNPATH" "cannot build the program: $(head -2 "$WORK/rp/cc.err")"
+fi
 cp "$PROG" "$WORK/stripped" && strip "$WORK/stripped"
 (cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q --guard-sites='^site_bad$' -o "$WORK/gs_stripped.hl" \
     --json "$WORK/gs_stripped.json" -- "$WORK/stripped" sites >/dev/null 2>"$WORK/gs_stripped.stderr")
