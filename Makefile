@@ -16,7 +16,7 @@ HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core \
-              test_epoch
+              test_epoch test_gsites
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -116,6 +116,11 @@ $(BUILD)/tests/test_epoch: tests/unit/test_epoch.c $(EPOCH_TEST_SRC) $(HEADERS) 
 $(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so $(BUILD)/programs/libforeign_noplt.so
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -rdynamic -o $@ tests/unit/test_got.c src/agent/got.c -ldl
+# gsites.c with the stack table it reads (and what that needs), driven without preloading.
+GSITES_TEST_SRC := src/agent/gsites.c src/agent/stacks.c src/agent/os.c src/agent/log.c
+$(BUILD)/tests/test_gsites: tests/unit/test_gsites.c $(GSITES_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_gsites.c $(GSITES_TEST_SRC) -lpthread
 $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<

@@ -18,8 +18,9 @@
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
 #   REPORT_ROUNDS=N    rounds of text/JSON/HTML reports of one trace (default ROUNDS)
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
-#   EXTRAS="remote live_scan"  the sections after the table (bench/remote.sh, bench/live_scan.py;
-#                      ROUNDS rounds each); EXTRAS="" leaves them out
+#   EXTRAS="remote live_scan checking"  the sections after the table (bench/remote.sh,
+#                      bench/live_scan.py, bench/checking.sh; ROUNDS rounds each); EXTRAS=""
+#                      leaves them out
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -313,20 +314,22 @@ status=$?
 
 # --- extra sections, each a script of its own, ratios from one run (EXTRAS="" skips them) ------
 # remote: the trace sent to a collector vs written to a file (bench/remote.sh);
-# live_scan: the live leak scan of a process holding 1M blocks vs the exit scan and LSan's check.
-extras=${EXTRAS-remote live_scan}
+# live_scan: the live leak scan of a process holding 1M blocks vs the exit scan and LSan's check;
+# checking: each heap checking option against plain heaplens (bench/checking.sh).
+extras=${EXTRAS-remote live_scan checking}
 md=$root/bench/results/latest.md
 for x in $extras; do
     out=$B/$x.txt
     case $x in
     remote) ROUNDS=$rounds DEPTH=$depth "$here/remote.sh" "$build" >"$out" ;;
+    checking) ROUNDS=$rounds DEPTH=$depth "$here/checking.sh" "$build" >"$out" ;;
     live_scan)
         build_one "$B/live_big" "$here/live_big.c" $CC -O2 -g
         lsan=$B/live_big_lsan
         command -v clang >/dev/null && build_one "$lsan" "$here/live_big.c" clang -O2 -g -fsanitize=leak 2>/dev/null || lsan=""
         python3 "$here/live_scan.py" --heaplens "$heaplens" --prog "$B/live_big" ${lsan:+--lsan "$lsan"} \
             --rounds "$rounds" --dir "$B" >"$out" ;;
-    *) log "bench: no extra section $x (remote, live_scan)"; continue ;;
+    *) log "bench: no extra section $x (remote, live_scan, checking)"; continue ;;
     esac
     [ $? = 0 ] || status=1
     cat "$out"

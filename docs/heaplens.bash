@@ -36,7 +36,7 @@ _heaplens() {
         --sysroot --debug-dir -q --quiet -h --help"
     local words
     case $cmd in
-    run) words="-o --output -d --depth --guard= --redzone= --paint= --hoard= --guard-pages= --guard-pages-before --guard-pages-abort --sample-interval= --allocator-stats --allocator-stats= --remote --remote-token --no-follow --no-scan --no-control --wait --alert-growth --alert-window
+    run) words="-o --output -d --depth --guard= --redzone= --paint= --hoard= --guard-pages= --guard-sites= --guard-pages-before --guard-pages-abort --sample-interval= --allocator-stats --allocator-stats= --remote --remote-token --no-follow --no-scan --no-control --wait --alert-growth --alert-window
         --no-release-stacks $report --" ;;
     report) words="$report --summary --top --sort --histogram --timeline --threads --growth
         --growth-rate --from --to

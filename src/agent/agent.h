@@ -25,7 +25,7 @@ struct ucontext_t;
 //   4. stacks_lock (stacks.c): a node being made.
 //   Leaves, under any of the above, taking nothing: the region directory's (live_regions.c),
 //   the range sets' (os.c), the hoard's (hoard.c), the guard pages'
-//   (gpage.c).
+//   (gpage.c). gsites.c's tables are appended to under 1 (modules_refresh) and read lock-free.
 // fork takes 1-4 in order (agent_fork_prepare) so that the child finds none held half-way.
 
 // OFF until the first hook call (or the constructor), BOOTING while it sets up, ON while

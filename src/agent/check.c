@@ -59,8 +59,9 @@ void* check_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     }
     t->busy = 1;
     char* p = NULL;
+    uint32_t stack = 0;
     if (hl_unlikely(hl_opt.gpage_every)) {
-        p = gpage_alloc(t, size, align, fn, is_zeroed);
+        p = gpage_alloc(t, size, align, fn, is_zeroed, &stack);
         if (p) {
             t->busy = 0;
             return p;
@@ -68,7 +69,7 @@ void* check_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     }
     p = checked_make(size, align, fn, is_zeroed);
     if (p)
-        record_alloc_as(t, p, size, fn, HL_AS_GUARDED);
+        record_alloc_with(t, p, size, fn, HL_AS_GUARDED, stack);
     t->busy = 0;
     return p;
 }

@@ -25,6 +25,7 @@
 #include "../common/format.h"
 #include "errors.h"
 #include "gpage.h"
+#include "gsites.h"
 #include "layout.h"
 #include "live.h"
 #include "options.h"
@@ -109,9 +110,17 @@ static int reguard(uint32_t k) {
     return protect(guard_page(k), PROT_NONE);
 }
 
-void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed) {
+void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed,
+                  uint32_t* stack) {
     if (size > page && page)
         return NULL;
+    // --guard-sites: the stack decides, before the count. It is the one the allocation is
+    // recorded with (here or by the caller): unwound once either way.
+    if (hl_unlikely(hl_gsites_on)) {
+        *stack = stack_capture(t);
+        if (!gsites_match(*stack))
+            return NULL;
+    }
     // A plain load and store, not a locked add: two threads counting at once may count one
     // allocation twice or skip one, which moves the sample, and costs no locked instruction
     // (the wait for every earlier store) on each allocation.
@@ -156,7 +165,7 @@ void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zero
     s->fn = (uint8_t)fn;
     s->release_stack = 0;
     atomic_store_explicit((_Atomic uint8_t*)&s->state, SLOT_LIVE, memory_order_release);
-    record_alloc_as(t, p, size, fn, 0);
+    record_alloc_with(t, p, size, fn, 0, *stack);
     return p;
 }
 

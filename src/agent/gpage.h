@@ -20,8 +20,11 @@ HL_INLINE int gpage_owns(uintptr_t addr) {
     return addr - hl_gpage_lo < hl_gpage_hi - hl_gpage_lo;
 }
 // A sampled block for the program (t busy, recorded here), or NULL: not sampled, too big for a
-// page, or no slot free (the caller lays the block out as usual).
-void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed);
+// page, not from a --guard-sites function, or no slot free (the caller lays the block out as
+// usual). *stack (0 on entry) is the allocation's stack when it was unwound to choose: the
+// caller records the block with it rather than unwinding again.
+void* gpage_alloc(hl_thread_t* t, size_t size, size_t align, int fn, int is_zeroed,
+                  uint32_t* stack);
 // A sampled block released (b as the live table had it): checked, made inaccessible.
 void gpage_release(const hl_block_t* b, uint32_t release_stack, int fn);
 // The fault handler's part: 1 when the fault at si_addr was in the pool (reported, the page

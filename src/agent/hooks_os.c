@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "../common/compiler.h"
 #include "../common/format.h"
 #include "agent.h"
+#include "dlsearch.h"
 #include "log.h"
 #include "os.h"
 #include "real.h"
@@ -120,9 +122,24 @@ HL_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...
     return p;
 }
 
+// A bare name the loader did not find: it searched the agent's run path, the agent being the
+// caller it sees, not the program's (dlsearch.c). Out of line: its path buffer stays off the
+// stack of every other dlopen.
+static HL_NOINLINE HL_COLD void* dlopen_as_caller(const void* caller, const char* file, int mode) {
+    char path[4096];
+    if (dlsearch_caller_path(caller, file, path, sizeof path) != 0)
+        return NULL;
+    void* h = hl_real.dlopen(path, mode);
+    if (!h)
+        hl_real.dlopen(file, mode); // dlerror() says what the program's own call would
+    return h;
+}
+
 HL_EXPORT void* dlopen(const char* file, int mode) {
     resolve_now();
     void* h = hl_real.dlopen(file, mode);
+    if (hl_unlikely(!h) && file && !strchr(file, '/'))
+        h = dlopen_as_caller(__builtin_return_address(0), file, mode);
     if (h)
         real_route_new_modules(); // a foreign allocator's calls from the new modules too
     if (h && TRACING()) {

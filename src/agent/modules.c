@@ -11,6 +11,7 @@
 
 #include "../common/format.h"
 #include "encode.h"
+#include "gsites.h"
 #include "modules.h"
 #include "os.h"
 
@@ -170,6 +171,11 @@ static int refresh_cb(struct dl_phdr_info* info, size_t size, void* arg) {
     module_t* m = &mods[nmods++];
     *m = (module_t){.bias = info->dlpi_addr, .first_vaddr = fv, .id = ++next_module_id,
                     .seen = 1, .alive = 1};
+    if (hl_gsites_on) {
+        const uint8_t* bid = NULL;
+        size_t bid_len = build_id_of(info, &bid);
+        gsites_module_loaded(m->bias, fv, bid, bid_len, info->dlpi_name);
+    }
     size_t at = enc->len;
     emit_module(enc, info, m->id);
     keep_record(m, enc->buf + at, enc->len - at);
@@ -183,6 +189,7 @@ void modules_refresh(hl_enc_t* enc) {
     for (uint32_t i = 0; i < nmods; i++) {
         if (mods[i].alive && !mods[i].seen) {
             mods[i].alive = 0;
+            gsites_module_gone(mods[i].bias, mods[i].first_vaddr);
             if (enc_reserve(enc, 16) == 0) {
                 enc_tag(enc, REC_MODULE_GONE);
                 enc_u(enc, mods[i].id);

@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 
 #include "../common/checkopts.h"
+#include "gsites.h"
 #include "log.h"
+#include "os.h"
 #include "options.h"
 #include "stacks.h"
 #include "session.h"
@@ -76,6 +78,8 @@ static const option_t options[] = {
      sizeof hl_opt.guard_pages},
     {"guard_pages_before", "HEAPLENS_GUARD_PAGES_BEFORE", &hl_opt.gpage_before, 0, 1, NULL, 0},
     {"guard_pages_abort", "HEAPLENS_GUARD_PAGES_ABORT", &hl_opt.gpage_abort, 0, 1, NULL, 0},
+    // Kept by gsites.c, not in a buffer here: a range per function may be long (no str, no value).
+    {"guard_sites", "HEAPLENS_GUARD_SITES", NULL, 0, 0, NULL, 0},
     {"hoard", "HEAPLENS_HOARD", NULL, 0, 0, hl_opt.hoard_size, sizeof hl_opt.hoard_size},
     {"output", "HEAPLENS_OUTPUT", NULL, 0, 0, hl_opt.output, sizeof hl_opt.output},
     {"session", "HEAPLENS_SESSION", NULL, 0, 0, hl_opt.session, sizeof hl_opt.session},
@@ -87,6 +91,12 @@ static const option_t options[] = {
 
 // Sets opt from the text s (from where, for a message). Bad values are ignored, with a line.
 static void set_option(const option_t* opt, const char* s, const char* where) {
+    if (!opt->value && !opt->str) {
+        if (gsites_set(s, strlen(s)) != 0)
+            hl_log("ignoring guard_sites in %s: expected what heaplens run --guard-sites gives, "
+                   "MODULE@VADDR+LEN,...;... (see heaplens(1))", where);
+        return;
+    }
     if (!opt->value) {
         if (strlen(s) < opt->cap)
             strcpy(opt->str, s);
@@ -114,6 +124,25 @@ static const option_t* find_option(const char* name, size_t len) {
     return NULL;
 }
 
+// guard_sites's value from s to the first unescaped ':' (it may be longer than any other
+// setting's: unescaped into a mapping of its own); returns where the value ends.
+static const char* take_long_value(const option_t* opt, const char* s) {
+    size_t n = 0, cap = strlen(s) + 1;
+    char* value = os_map(cap);
+    for (; *s && *s != ':'; s++) {
+        if (*s == '\\' && s[1])
+            s++;
+        if (value)
+            value[n++] = *s;
+    }
+    if (value) {
+        value[n] = 0;
+        set_option(opt, value, OPTIONS_VAR);
+        os_unmap(value, cap);
+    }
+    return s;
+}
+
 // HEAPLENS_OPTIONS: NAME=VALUE settings separated by ':'; '\' takes the next character as it
 // is (a path may hold ':' or '\').
 static void parse_options_var(const char* s) {
@@ -123,6 +152,13 @@ static void parse_options_var(const char* s) {
         while (*s && *s != '=' && *s != ':')
             s++;
         size_t name_len = (size_t)(s - name);
+        const option_t* long_opt = *s == '=' ? find_option(name, name_len) : NULL;
+        if (long_opt && !long_opt->value && !long_opt->str) {
+            s = take_long_value(long_opt, s + 1);
+            if (*s == ':')
+                s++;
+            continue;
+        }
         size_t n = 0;
         int is_long = 0;
         if (*s == '=') {
@@ -308,6 +344,9 @@ static void checking_load(void) {
     uint32_t every = 0;
     if (hl_opt.guard_pages[0] && hl_parse_rate(hl_opt.guard_pages, &every))
         hl_log("ignoring guard_pages=%s: expected 1 or 1/N", hl_opt.guard_pages);
+    // Sites alone: every allocation through them; with a rate, one in N of those.
+    if (hl_gsites_on && !every)
+        every = 1;
     hl_opt.gpage_every = every;
     if (hl_opt.hoard && hl_opt.paint_free < 0)
         hl_opt.paint_free = HL_HOARD_PAINT_DEFAULT;

@@ -53,7 +53,9 @@ HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint3
     ring_commit(r);
 }
 
-void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
+// The body of both, inlined into each: record_alloc_as's constant 0 leaves no test behind.
+HL_INLINE void alloc_body(hl_thread_t* t, void* p, size_t size, int fn, int how,
+                          uint32_t stack) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0) {
         if (how & HL_AS_HEADED) // still a header block to every later call
             live_insert(&(hl_block_t){.addr = (uintptr_t)p,
@@ -71,7 +73,8 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
     if (!(how & HL_AS_HEADED))
         live_prefetch((uintptr_t)p);
     t->in_flight = (uintptr_t)p;
-    uint32_t stack = stack_capture(t);
+    if (!stack)
+        stack = stack_capture(t);
     hl_block_t b = {
         .addr = (uintptr_t)p,
         .size = size,
@@ -94,6 +97,14 @@ void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
     t->in_flight = 0;
     if (hl_unlikely(api & HL_API_THRESHOLDS))
         api_after_alloc(t, size);
+}
+
+void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how) {
+    alloc_body(t, p, size, fn, how, 0);
+}
+
+void record_alloc_with(hl_thread_t* t, void* p, size_t size, int fn, int how, uint32_t stack) {
+    alloc_body(t, p, size, fn, how, stack);
 }
 
 // An allocation made while the agent itself was running (its own libraries' nested calls):

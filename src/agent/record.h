@@ -13,6 +13,8 @@
 
 enum { HL_AS_GUARDED = 1, HL_AS_HEADED = 2 }; // how a block was laid out (record_alloc_as)
 void record_alloc_as(hl_thread_t* t, void* p, size_t size, int fn, int how);
+// The same with the stack already unwound (0: unwind here).
+void record_alloc_with(hl_thread_t* t, void* p, size_t size, int fn, int how, uint32_t stack);
 HL_INLINE void record_alloc(hl_thread_t* t, void* p, size_t size, int fn) {
     record_alloc_as(t, p, size, fn, hl_opt.guard > 0 ? HL_AS_GUARDED : 0);
 }

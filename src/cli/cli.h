@@ -85,6 +85,7 @@ typedef struct cli_run_opts_s {
     const char* hoard;        // bytes of released blocks held back ("64M"), or NULL
     const char* guard_pages;  // "1" or "1/N": allocations placed against a guard page, or NULL
     int guard_pages_before, guard_pages_abort;
+    const char* guard_sites; // REGEX: only allocations through matching functions (NULL: all)
     cli_report_opts_t report;
 } cli_run_opts_t;
 

@@ -23,6 +23,7 @@
 #include "../common/checkopts.h"
 #include "cli.h"
 #include "growth_alert.h"
+#include "gsites.h"
 #include "rundir.h"
 
 typedef cli_run_opts_t run_opts_t;
@@ -230,7 +231,8 @@ static void agent_preload_name(const char* agent, char* out, size_t cap) {
 // The agent's settings, in the one variable it reads them from (src/agent/options.c):
 // NAME=VALUE separated by ':', a backslash before a ':' or '\\' of a value. NULL when out of
 // memory.
-static char* agent_options(const run_opts_t* o, const char* output, const char* session) {
+static char* agent_options(const run_opts_t* o, const char* output, const char* session,
+                           const char* sites) {
     char* s = NULL;
     size_t len = 0;
     FILE* f = open_memstream(&s, &len);
@@ -250,11 +252,11 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
         fprintf(f, ":guard_pages_before=1");
     if (o->guard_pages_abort)
         fprintf(f, ":guard_pages_abort=1");
-    const char* names[] = {"output", "session", "remote", "remote_token", "paint", "hoard",
-                           "guard_pages"};
-    const char* values[] = {output,   session,  o->remote,     o->remote_token,
-                            o->paint, o->hoard, o->guard_pages};
-    for (int k = 0; k < 7; k++) {
+    const char* names[] = {"output", "session", "remote",     "remote_token",
+                           "paint",  "hoard",   "guard_pages", "guard_sites"};
+    const char* values[] = {output,   session,  o->remote,      o->remote_token,
+                            o->paint, o->hoard, o->guard_pages, sites};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         if (!values[k])
             continue;
         fprintf(f, ":%s=", names[k]);
@@ -466,6 +468,11 @@ int cmd_run(int argc, char** argv) {
                 return 2;
             }
             o.guard_pages = a + 14;
+        } else if ((v = cli_option_value(argc, argv, &i, "--guard-sites", NULL))) {
+            if (gsites_check_regex(v) != 0)
+                return 2;
+            o.guard_sites = v;
+            v = NULL;
         } else if (!strncmp(a, "--sample-interval=", 18)) {
             if (parse_int(a + 18, 1, 3600000, &o.sample_ms) != 0) {
                 cli_error("--sample-interval: expected milliseconds, got '%s'", a + 18);
@@ -582,12 +589,20 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     }
     close(sfd);
 
+    // --guard-sites: the functions' ranges, found here in the program's and libraries' symbols.
+    char* sites = NULL;
+    if (o.guard_sites && !(sites = gsites_resolve(o.guard_sites, prog))) {
+        rundir_remove(&run);
+        return 2;
+    }
+
     // Environment for the agent.
     const char* old_preload = getenv("LD_PRELOAD");
     char agent_name[PATH_MAX + 64];
     agent_preload_name(agent, agent_name, sizeof agent_name);
     char* preload = malloc(strlen(agent_name) + (old_preload ? strlen(old_preload) : 0) + 2);
-    char* options = agent_options(&o, output, session);
+    char* options = agent_options(&o, output, session, sites);
+    free(sites);
     if (!preload || !options) {
         cli_error("out of memory");
         free(preload);

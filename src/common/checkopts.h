@@ -113,4 +113,91 @@ static inline int hl_parse_rate(const char* s, uint32_t* every) {
     return 0;
 }
 
+// --guard-sites: heaplens run resolves the REGEX over the symbol tables of the program and its
+// libraries and gives the agent the functions' address ranges (the agent runs no regex and
+// reads no symbol table), as guard_sites=ENTRY;ENTRY... where ENTRY is KEY@VADDR+LEN,VADDR+LEN...
+// (hex, link-time addresses, ascending and disjoint), KEY a module's build-id in hex or its path
+// (starting with '/'); "-" alone: the REGEX matched nothing, so no allocation is guarded.
+// The agent holds this many ranges at most (the run refuses more): with ~20 bytes a range the
+// setting stays under the kernel's 128 KiB limit on one environment string.
+#define HL_GSITES_MAX 4096
+
+typedef struct hl_gsites_entry_s {
+    const char* key;
+    size_t key_len;
+    const char* ranges; // VADDR+LEN,... up to end
+    const char* end;
+} hl_gsites_entry_t;
+
+static inline int hl_gsites_hex(const char** s, const char* end, uint64_t* out) {
+    uint64_t v = 0;
+    const char* p = *s;
+    for (; p < end; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0)
+            break;
+        if (v >> 60)
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (p == *s)
+        return -1;
+    *s = p;
+    *out = v;
+    return 0;
+}
+
+// The next entry from *s (advanced past it): 1, 0 at the end, -1 when malformed.
+static inline int hl_gsites_entry(const char** s, hl_gsites_entry_t* e) {
+    const char* p = *s;
+    if (!*p)
+        return 0;
+    const char* at = strchr(p, '@');
+    const char* semi = strchr(p, ';');
+    if (!at || at == p || (semi && (semi < at || !semi[1])))
+        return -1;
+    e->key = p;
+    e->key_len = (size_t)(at - p);
+    e->ranges = at + 1;
+    e->end = semi ? semi : at + 1 + strlen(at + 1);
+    *s = semi ? semi + 1 : e->end;
+    return 1;
+}
+
+// The next range of an entry's [*s, end): 1 with *vaddr, *len; 0 at the end; -1 when malformed
+// (not hex, empty, or below or overlapping the previous one, whose end is *floor).
+static inline int hl_gsites_range(const char** s, const char* end, uint64_t* floor,
+                                  uint64_t* vaddr, uint64_t* len) {
+    if (*s >= end)
+        return 0;
+    if (hl_gsites_hex(s, end, vaddr) || *s >= end || *(*s)++ != '+' ||
+        hl_gsites_hex(s, end, len) || !*len || *vaddr < *floor || *vaddr + *len < *vaddr)
+        return -1;
+    if (*s < end && *(*s)++ != ',')
+        return -1;
+    if (*s == end && (*s)[-1] == ',')
+        return -1;
+    *floor = *vaddr + *len;
+    return 1;
+}
+
+// Is the whole value well formed? 0, or -1.
+static inline int hl_gsites_check(const char* s) {
+    if (!strcmp(s, "-"))
+        return 0;
+    hl_gsites_entry_t e;
+    int r, n = 0;
+    while ((r = hl_gsites_entry(&s, &e)) == 1) {
+        uint64_t floor = 0, v, l;
+        const char* q = e.ranges;
+        int k;
+        while ((k = hl_gsites_range(&q, e.end, &floor, &v, &l)) == 1)
+            ;
+        if (k < 0 || q == e.ranges)
+            return -1;
+        n++;
+    }
+    return r < 0 || !n ? -1 : 0;
+}
+
 #endif

@@ -5,7 +5,8 @@
 # --hoard (writes after free, found when a block leaves the hoard and at exit; blocks held back
 # are no leaks; dangling pointers at exit), --guard-pages (each bad read or write reported at its
 # instruction, the program going on; its own SIGSEGV handlers and crashes kept; -before, -abort),
-# in threads and under jemalloc, tcmalloc and mimalloc; leak verdicts, counts and output as
+# --guard-sites (the named functions' allocations only, in the program, a dlopen'd library,
+# with a rate; a stripped program and a bad REGEX said in one line), in threads and under jemalloc, tcmalloc and mimalloc; leak verdicts, counts and output as
 # without the options; the settings given by hand in the agent's environment; bad values refused
 # in one line. Each program's bad accesses also run under valgrind's memcheck (when installed):
 # where memcheck says a write hit ("N bytes before/after/inside a block of size S") heaplens must
@@ -244,6 +245,106 @@ hl gp_aligned --guard-pages=1 -- aligned
 expect "guard pages: aligned as asked" 0 "aligned as asked"
 
 # ================================================================================================
+# 3d. Guard sites: only allocations through the named functions go on guard pages
+# ================================================================================================
+# alloc_top FILE: the allocation stack's innermost function of each error
+alloc_top() {
+    python3 -c '
+import json, sys
+for e in json.load(open(sys.argv[1]))["errors"]:
+    print(e["kind"], (e.get("alloc_stack") or [{}])[0].get("function"))' "$1" 2>&1
+}
+hl gs_bad --guard-sites='^site_bad$' -- sites
+expect "guard sites: the program goes on" 0 "sites done"
+same "guard sites = the overflowing function: its write faults, that function at the top" \
+    "$(stacks "$J")" "overflow 48 site_bad sites_mode -"
+hl gs_good --guard-sites='^site_good$' -- sites
+expect "guard sites = the other function: the program goes on" 0 "sites done"
+same "guard sites = the other function: its read past the end faults; the bad block is not on a guard page, its overflow found at its release" \
+    "$(stacks "$J")" "read_overflow 48 read_past site_good -
+overflow 48 release sites_mode -"
+same "guard sites = the other function: the overflow at release names site_bad's block" \
+    "$(alloc_top "$J")" "read_overflow site_good
+overflow site_bad"
+hl gs_rate --guard-pages=1/2 --guard-sites='^site_(good|bad)$' -- sites
+same "guard sites with --guard-pages=1/2: one in two of the matching allocations (the first)" \
+    "$(stacks "$J")" "read_overflow 48 read_past site_good -
+overflow 48 release sites_mode -"
+hl gs_threads --guard-sites='^gp_thread$' -- gp_threads
+expect "guard sites in 4 threads at once: the program goes on" 0 "gp_threads done"
+same "guard sites in 4 threads at once: each thread's fault at its own instruction" \
+    "$(stacks "$J" | sort | uniq -c | sed 's/^ *//')" \
+"4 overflow 64 write_past gp_thread -
+4 read_after_free 0 read_freed gp_thread released"
+hl gs_dlopen --guard-sites=plugin_site_overflow -- sites_dlopen
+expect "guard sites in a dlopen'd library: the program goes on" 0 "sites_dlopen done"
+same "guard sites in a dlopen'd library: its write faults, at its instruction" \
+    "$(stacks "$J")" "overflow 48 plugin_site_overflow sites_dlopen -"
+# A plugin found through the program's RUNPATH ($ORIGIN/plugins), dlopen'd by its bare name
+mkdir -p "$WORK/rp/plugins" && cp "$BUILD/programs/libplugin.so" "$WORK/rp/plugins/"
+cat >"$WORK/rp/main.c" <<'EOF'
+#include <dlfcn.h>
+#include <unistd.h>
+int main(void) {
+    void* h = dlopen("libplugin.so", RTLD_NOW);
+    int (*overflow)(void) = h ? (int (*)(void))dlsym(h, "plugin_site_overflow") : 0;
+    return overflow && overflow() == 1 && write(1, "rp done\n", 8) == 8 ? 0 : 1;
+}
+EOF
+if ${CC:-cc} -O2 -g -o "$WORK/rp/main" "$WORK/rp/main.c" -Wl,-rpath,'$ORIGIN/plugins' -ldl 2>"$WORK/rp/cc.err"; then
+    (cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q --guard-sites=plugin_site_overflow -o "$WORK/gs_rp.hl" \
+        --json "$WORK/gs_rp.json" -- "$WORK/rp/main" >"$WORK/gs_rp.stdout" 2>"$WORK/gs_rp.stderr")
+    st=$?
+    same "guard sites in a plugin found through RUNPATH \$ORIGIN/plugins: its write faults (status $st)" \
+        "$(stacks "$WORK/gs_rp.json") $st" "overflow 48 plugin_site_overflow main - 0"
+else
+    fail "guard sites through RUNPATH" "cannot build the program: $(head -2 "$WORK/rp/cc.err")"
+fi
+cp "$PROG" "$WORK/stripped" && strip "$WORK/stripped"
+(cd "$WORK" && timeout "$TIMEOUT" "$HL" run -q --guard-sites='^site_bad$' -o "$WORK/gs_stripped.hl" \
+    --json "$WORK/gs_stripped.json" -- "$WORK/stripped" sites >/dev/null 2>"$WORK/gs_stripped.stderr")
+st=$?
+if [ "$st" -eq 0 ] && [ "$(grep -c 'warning: --guard-sites: no function of .* matches' "$WORK/gs_stripped.stderr")" -eq 1 ] &&
+    [ "$(stacks "$WORK/gs_stripped.json" | cut -d' ' -f1,2)" = "overflow 48" ]; then
+    pass "guard sites in a stripped program: one line says nothing matched; the overflow still found at release"
+else
+    fail "guard sites, stripped" "status $st; $(head -3 "$WORK/gs_stripped.stderr"); $(stacks "$WORK/gs_stripped.json")"
+fi
+for bad in '--guard-sites=(' '--guard-sites=a[' '--guard-sites=*x{'; do
+    out=$("$HL" run "$bad" -- /bin/true 2>&1)
+    st=$?
+    if [ "$st" -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q 'not a regular expression' <<<"$out"; then
+        pass "run $bad refused in one line: $out"
+    else
+        fail "run $bad" "status $st: $out"
+    fi
+done
+out=$("$HL" run -q --guard-sites=. -o "$WORK/gs_all.hl" -- "$BUILD/programs/cxx_new_delete" 2>&1 >/dev/null)
+st=$?
+if [ "$st" -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q 'more than the 4096 the agent holds' <<<"$out"; then
+    pass "run --guard-sites=. (libstdc++'s thousands of functions) refused in one line: $out"
+else
+    fail "run --guard-sites=. with libstdc++" "status $st: $out"
+fi
+# By hand, the resolved form: the build-id, site_bad's address and size as nm prints them
+bid=$(readelf -n "$PROG" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+read -r addr size _ < <(nm -S "$PROG" | awk '$4 == "site_bad" {print $1, $2}')
+(cd "$WORK" && timeout "$TIMEOUT" env LD_PRELOAD="$LIB" \
+    HEAPLENS_OPTIONS="guard_sites=$bid@$addr+$size:output=gs_hand.hl" "$PROG" sites >/dev/null 2>"$WORK/gs_hand.stderr")
+"$HL" report --json "$WORK/gs_hand.json" "$WORK/gs_hand.hl" >/dev/null 2>&1
+same "guard_sites by hand, resolved: site_bad's write faults" "$(stacks "$WORK/gs_hand.json")" \
+    "overflow 48 site_bad sites_mode -"
+(cd "$WORK" && timeout "$TIMEOUT" env LD_PRELOAD="$LIB" HEAPLENS_GUARD_SITES='site_bad' \
+    HEAPLENS_OUTPUT=gs_hand2.hl "$PROG" sites >"$WORK/gs_hand2.stdout" 2>"$WORK/gs_hand2.stderr")
+st=$?
+if [ "$st" -eq 0 ] && grep -qx "sites done" "$WORK/gs_hand2.stdout" &&
+    [ "$(grep -c 'ignoring guard_sites in HEAPLENS_GUARD_SITES' "$WORK/gs_hand2.stderr")" -eq 1 ]; then
+    pass "HEAPLENS_GUARD_SITES not in the resolved form: one line, the program as without it"
+else
+    fail "HEAPLENS_GUARD_SITES malformed" "status $st: $(head -3 "$WORK/gs_hand2.stderr")"
+fi
+
+# ================================================================================================
 # 3c. Leak verdicts, counts and output as without the options (programs with known leaks)
 # ================================================================================================
 for prog in alloc_basic reach_list reach_interior alloc_aligned; do
@@ -294,6 +395,8 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
 write_after_free 10 1 77 dd uaf_block released"
     hl "gp_$lib" --guard-pages=1 -- gp
     same "under $lib: guard pages" "$(stacks "$J")" "$GP_WANT"
+    hl "gs_$lib" --guard-sites='^site_bad$' -- sites
+    same "under $lib: guard sites" "$(stacks "$J")" "overflow 48 site_bad sites_mode -"
     hl "threads_$lib" --hoard=1M --redzone=16 -- threads
     expect "under $lib: threads with hoard and red zones" 0 "threads done"
     unset LD_PRELOAD
@@ -367,7 +470,9 @@ else
     # Every invalid read or write memcheck reports is a guard page fault heaplens reports, the
     # function memcheck names at the top among heaplens's two innermost frames (memcheck names
     # the caller where the callee is a constprop clone gcc made: read_past.constprop.0)
-    for mode in gp:4 gp_before:2; do
+    hl sites --guard-pages=1 -- sites
+    hl sites_dlopen --guard-pages=1 -- sites_dlopen
+    for mode in gp:4 gp_before:2 sites:2 sites_dlopen:1; do
         m=${mode%%:*}
         timeout 120 valgrind --tool=memcheck "$PROG" "$m" >/dev/null 2>"$WORK/vg_$m.txt"
         vg=$(grep -A1 'Invalid \(read\|write\)' "$WORK/vg_$m.txt" |

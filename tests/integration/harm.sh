@@ -6,7 +6,8 @@
 # fail, the program never gets their SIGXFSZ), a program that puts its own data file on
 # descriptor 2 (the agent never writes there), and children made by clone() and vfork() (each
 # in the right trace, under the right thread, the parent's trace untouched), SIGKILL at random
-# moments (what is lost, measured) and the agent's stack use per allocator call. One line per
+# moments (what is lost, measured), the agent's stack use per allocator call, and a dlopen by a
+# bare name found through the program's own RUNPATH. One line per
 # check, "PASS name" or "FAIL name: reason" ("SKIP name: why" when the machine cannot run it);
 # the last line is "N passed, N failed"; exit 1 when anything failed.
 set -u
@@ -353,4 +354,26 @@ else
     skip "stack use per allocator call" "$PROGS/stack_use missing"
 fi
 
+# ================================================================================================
+# dlopen by a bare name that only the program's RUNPATH ($ORIGIN/plugins) finds: the loader looks
+# in the calling object's run path, and the agent's hook must not make itself that caller
+# ================================================================================================
+mkdir -p "$WORK/rp/plugins" && cp "$PROGS/libplugin.so" "$WORK/rp/plugins/"
+cat >"$WORK/rp/main.c" <<'EOF'
+#include <dlfcn.h>
+#include <unistd.h>
+int main(void) {
+    void* h = dlopen("libplugin.so", RTLD_NOW);
+    int (*roundtrip)(void) = h ? (int (*)(void))dlsym(h, "plugin_roundtrip") : 0;
+    int (*missing)(void) = dlopen("libnot-there.so", RTLD_NOW) ? main : 0;
+    return roundtrip && roundtrip() == 10 && !missing && write(1, "plugin found\n", 13) == 13 ? 0 : 1;
+}
+EOF
+if ${CC:-cc} -O2 -g -o "$WORK/rp/main" "$WORK/rp/main.c" -Wl,-rpath,'$ORIGIN/plugins' -ldl 2>"$WORK/rp.cc.err"; then
+    run "$WORK/rp_native" "$WORK/rp/main"
+    run "$WORK/rp_hl" "$HL" run -q -o "$WORK/rp_hl/t.hl" -- "$WORK/rp/main"
+    same_run "dlopen through the program's RUNPATH" "$WORK/rp_native" "$WORK/rp_hl"
+else
+    fail "dlopen through RUNPATH" "cannot build the program: $(head -2 "$WORK/rp.cc.err")"
+fi
 finish

@@ -6,7 +6,9 @@
 # (html_check.py, DevTools protocol) where the chart, flame graph (click to zoom, reset), leaks,
 # histogram, address maps and top call sites table must be drawn; the page of a trace of 200k
 # distinct stacks must stay under 10 MB and draw in under 2 s. The diff of two runs of one
-# program with different arguments must put the site that grew first, in text, JSON and HTML.
+# program with different arguments must put the site that grew first, in text, JSON and HTML. The
+# heap errors of the checking options (overflow, underflow, write and read after free, invalid
+# access) must each be listed with their stacks.
 # One line per check: "PASS name" / "FAIL name: reason" / "SKIP name: reason"; the last line is
 # "N passed, N failed". Without Chromium (and no way to install it) the browser checks SKIP.
 # Screenshots are kept in BUILD_DIR/test-artifacts/ (report.png, sample.png, diff.png).
@@ -302,7 +304,20 @@ else
     fail "tags page" "no $BUILD/tests/api/api_c (make $BUILD/tests/api/api_c)"
 fi
 
-# --- 5. the CLI's behaviour on bad input -----------------------------------------------------
+# --- 5. heap errors: every kind of the checking options listed, each with its stacks ---------
+K=$WORK/kinds
+mkdir -p "$K"
+timeout $TIMEOUT "$HL" run -q --guard-pages=1 --redzone=16 --json "$K/run.json" --html "$K/page.html" \
+    -o "$K/t.hl" -- "$BUILD/programs/check_heap" kinds >/dev/null 2>"$K/run.err"
+ok "kinds: run --guard-pages=1 --redzone=16 --html -- check_heap kinds" $? "$(tail -c 300 "$K/run.err")"
+got=$(python3 -c 'import json,sys; print(" ".join(e["kind"] for e in json.load(open(sys.argv[1]))["errors"]))' "$K/run.json" 2>&1)
+want="overflow read_overflow read_after_free write_after_free invalid_access underflow"
+[ "$got" = "$want" ] && pass "kinds: the report has $want" || fail "kinds: the report's errors" "got [$got], expected [$want]"
+static "$K/page.html" "$K/run.json" kinds
+browser kinds "$K/page.html" --expect-errors "$K/run.json" --expect-text "write after free" \
+    --expect-text "read after free" --expect-text "invalid access" --expect-text "underflow"
+
+# --- 6. the CLI's behaviour on bad input -----------------------------------------------------
 "$HL" diff "$WORK/old.hl" >/dev/null 2>&1
 [ $? = 2 ] && pass "diff: one trace is a usage error (2)" || fail "diff: one trace is a usage error (2)" "other status"
 "$HL" diff "$WORK/nonexistent.hl" "$WORK/old.hl" >/dev/null 2>"$WORK/bad.err"

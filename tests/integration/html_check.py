@@ -182,6 +182,8 @@ def main():
     ap.add_argument("--screenshot", default=None)
     ap.add_argument("--expect-text", action="append", default=[],
                     help="text the rendered page must show (repeatable)")
+    ap.add_argument("--expect-errors", default=None,
+                    help="a JSON report: each of its errors listed with its kind and stacks")
     ap.add_argument("--max-load", type=float, default=10.0, help="seconds the page may take to draw")
     ap.add_argument("--chromium", default=None)
     ap.add_argument("--tries", type=int, default=1, help="loads at most until one is under --max-load")
@@ -247,6 +249,21 @@ def main():
         for t in a.expect_text:
             shown = cdp.js("document.body.innerText.indexOf(%s) >= 0" % json.dumps(t))
             check(f"page shows {t!r}", shown, "not in the page's visible text")
+        if a.expect_errors:
+            # Each error's line opened (its stacks are drawn on opening): its kind, the
+            # functions of its stack and of its block's allocation stack, in the report's order.
+            errs = json.load(open(a.expect_errors)).get("errors") or []
+            cdp.js("document.querySelectorAll('#errors details').forEach(function (d) { d.open = true; })")
+            time.sleep(0.3)
+            texts = cdp.js("Array.prototype.map.call(document.querySelectorAll('#errors details'), function (d) { return d.innerText; })") or []
+            check(f"{len(errs)} heap errors listed", len(texts) == len(errs), f"{len(texts)} on the page")
+            for i, e in enumerate(errs[:len(texts)]):
+                want = [e["kind"].replace("_", " ")]
+                want += [f["function"] for f in (e.get("stack") or [])[:2] if f.get("function")]
+                want += [f["function"] for f in (e.get("alloc_stack") or [])[:1] if f.get("function")]
+                missing = [w for w in want if w not in texts[i]]
+                check(f"error {i + 1}: {' / '.join(want)}", not missing,
+                      f"not shown: {missing}; the line reads {texts[i][:200]!r}")
         err = cdp.js("getComputedStyle(document.getElementById('error-box')).display === 'none' ? '' : document.getElementById('error-box').textContent")
         check("no drawing errors", not err, err)
 

@@ -25,7 +25,17 @@
 //              write_past, given -1) and a read 4 bytes before another (read_past, given -4)
 //   gp_threads 4 threads each write 1 byte past a 64-byte block of their own (in write_past)
 //              and read a freed one (read_freed), all at once
+//   sites      two allocation sites: site_good reads 1 byte past its 48-byte block (in
+//              read_past), site_bad writes 1 byte past its own; both freed (--guard-sites=)
+//   sites_dlopen  dlopen libplugin.so (this program's directory), whose plugin_site_overflow
+//              writes 1 byte past a 48-byte block
+//   kinds      (--guard-pages=1 --redzone=16) every kind at once: gp's four, a read two pages
+//              past a block (read_far: into a slot of the pool no block ever had, an invalid
+//              access) and a write 1 byte before a 3-page block (big_block's, too big for a
+//              guard page: found by its red zone at release); leaks one 40-byte block
+//              (lose_one), so that the page has a leak to show
 //   threads    4 threads allocate, write and free 20,000 blocks each (no error)
+#include <dlfcn.h>
 #include <malloc.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,6 +43,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -237,6 +248,67 @@ static int gp_before(void) {
     return 0;
 }
 
+NOINLINE static char* site_good(void) {
+    char* p = malloc(48);
+    memset(p, 'g', 48);
+    (void)read_past(p, 48);
+    return p;
+}
+NOINLINE static char* site_bad(void) {
+    char* p = malloc(48);
+    memset(p, 'b', 48);
+    ((volatile char*)p)[48] = 'X';
+    return p;
+}
+static int sites_mode(void) {
+    char* a = site_good();
+    char* b = site_bad();
+    release(a);
+    release(b);
+    say("sites done\n");
+    return 0;
+}
+
+static int sites_dlopen(void) {
+    static char path[4096];
+    if (exe_dir(path, sizeof path - 32) != 0)
+        return 5;
+    strcat(path, "/libplugin.so");
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int (*overflow)(void) = h ? (int (*)(void))dlsym(h, "plugin_site_overflow") : NULL;
+    if (!overflow)
+        return 6;
+    say(overflow() == 1 ? "sites_dlopen done\n" : "sites_dlopen failed\n");
+    return 0;
+}
+
+NOINLINE static int read_far(const char* p, long n) {
+    volatile const char* v = p;
+    return v[n] + 2000; // not read_past's code
+}
+NOINLINE static char* big_block(void) {
+    char* p = malloc(3 * 4096);
+    memset(p, 'B', 3 * 4096);
+    return p;
+}
+NOINLINE static void lose_one(void) {
+    char* volatile p = malloc(40);
+    p[0] = 1;
+}
+static int kinds(void) {
+    lose_one();
+    gp();
+    char* a = gp_block(96);
+    (void)read_far(a, 2 * sysconf(_SC_PAGESIZE));
+    release(a);
+    char* big = big_block();
+    write_past(big, -1);
+    release(big);
+    scrub_stack();
+    say("kinds done\n");
+    return 0;
+}
+
 static pthread_barrier_t together;
 static void* gp_thread(void* arg) {
     (void)arg;
@@ -329,7 +401,13 @@ int main(int argc, char** argv) {
         return dangling();
     if (!strcmp(m, "threads"))
         return threads();
+    if (!strcmp(m, "kinds"))
+        return kinds();
+    if (!strcmp(m, "sites"))
+        return sites_mode();
+    if (!strcmp(m, "sites_dlopen"))
+        return sites_dlopen();
     say("usage: check_heap underrun|overrun|realloc|aligned|paint|uaf|dangling|gp|gp_before|"
-        "gp_threads|gp_own|threads\n");
+        "gp_threads|gp_own|threads|sites|sites_dlopen|kinds\n");
     return 2;
 }

@@ -25,3 +25,14 @@ int main(void) {
     plugin_leak_buffer();
     return plugin_roundtrip() == 10 ? 0 : 1;
 }
+
+// check_heap sites_dlopen: a 48-byte block made here and written 1 byte past its end
+// (--guard-sites=plugin_site_overflow puts it on a guard page in this dlopen'd object).
+__attribute__((noinline)) int plugin_site_overflow(void) {
+    char* volatile p = malloc(48);
+    p[0] = 1;
+    p[48] = 2;
+    int v = p[0];
+    free(p);
+    return v;
+}

@@ -59,10 +59,39 @@ TEST(rates) {
         EXPECT_EQ_I(hl_parse_rate(bad[i], &every), -1);
 }
 
+TEST(guard_sites_resolved_form) {
+    const char* good[] = {"-", "ab12@10+4", "ab12@10+4,20+8;/usr/lib/x.so@0+1", "00ff@0+1,1+1"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        EXPECT_EQ_I(hl_gsites_check(good[i]), 0);
+    const char* bad[] = {"", "site_bad", "ab@", "ab@10", "ab@10+", "ab@10+0", "@10+4",
+                         "ab@20+4,10+4", "ab@10+8,14+4", "ab@10+4,", "ab@10+4;", "ab@1G+4",
+                         "ab@10+4;cd", "ab@ffffffffffffffff+2", "ab@11111111111111111+1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        EXPECT_EQ_I(hl_gsites_check(bad[i]), -1);
+    // The entries and their ranges as the agent walks them.
+    const char* s = "ab12@10+4,20+8;/x@5+1";
+    hl_gsites_entry_t e;
+    EXPECT_EQ_I(hl_gsites_entry(&s, &e), 1);
+    EXPECT_EQ_U(e.key_len, 4);
+    uint64_t floor = 0, v, l;
+    const char* q = e.ranges;
+    EXPECT_EQ_I(hl_gsites_range(&q, e.end, &floor, &v, &l), 1);
+    EXPECT_EQ_U(v, 0x10);
+    EXPECT_EQ_U(l, 4);
+    EXPECT_EQ_I(hl_gsites_range(&q, e.end, &floor, &v, &l), 1);
+    EXPECT_EQ_U(v, 0x20);
+    EXPECT_EQ_U(l, 8);
+    EXPECT_EQ_I(hl_gsites_range(&q, e.end, &floor, &v, &l), 0);
+    EXPECT_EQ_I(hl_gsites_entry(&s, &e), 1);
+    EXPECT_EQ_I(e.key[0], '/');
+    EXPECT_EQ_I(hl_gsites_entry(&s, &e), 0);
+}
+
 int main(void) {
     RUN_TEST(paint_either_half_in_either_order);
     RUN_TEST(paint_refuses_the_rest);
     RUN_TEST(sizes_with_suffixes);
     RUN_TEST(rates);
+    RUN_TEST(guard_sites_resolved_form);
     return TEST_SUMMARY();
 }
