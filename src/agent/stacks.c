@@ -102,53 +102,95 @@ static inline int node_is(uint32_t id, uint32_t parent, uintptr_t ip, uint64_t h
     return nd->path_hash == h && nd->ip == ip && nd->parent == parent;
 }
 
-static HL_COLD uint32_t node_make(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
-    stacks_lock();
-    table_t* t = atomic_load_explicit(&table, memory_order_acquire);
-    uint32_t i = (uint32_t)h & t->mask, id;
-    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
-        if (node_is(id, parent, ip, h))
-            goto out; // made by another thread meanwhile
-        i = (i + 1) & t->mask;
-    }
-    id = atomic_load_explicit(&next_id, memory_order_relaxed) + 1;
-    // Full (or a table that could not grow is three quarters full): the event goes without a
-    // stack rather than not at all.
-    if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
-        id = 0;
-        goto out;
-    }
-    if (!chunks[id >> HL_CHUNK_SHIFT] &&
-        !(chunks[id >> HL_CHUNK_SHIFT] = os_map(HL_CHUNK_NODES * sizeof(node_t)))) {
-        id = 0; // no memory: the event goes without a stack
-        goto out;
-    }
-    *node_at(id) = (node_t){ip, h, parent, depth};
-    atomic_store_explicit(&next_id, id, memory_order_release);
-    atomic_store_explicit(&t->slot[i], id, memory_order_release);
-    if ((uint64_t)id * 2 > (uint64_t)t->mask + 1)
-        grow(t, id);
-out:
-    stacks_unlock();
-    return id;
-}
-
-// The node for (parent, ip) whose path hash is h, made if new. 0 when the nodes are used up.
-static inline uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
-    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+// The node for (parent, ip) whose path hash is h, or 0 if there is none yet.
+static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip, uint64_t h) {
     uint32_t i = (uint32_t)h & t->mask, id;
     while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
         if (node_is(id, parent, ip, h))
             return id;
         i = (i + 1) & t->mask;
     }
-    return node_make(parent, ip, h, depth);
+    return 0;
+}
+
+// Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, none of
+// which can exist yet (their outermost is not in the table, and a node's children are made
+// after it). Ids are consecutive, so the nodes are written in order and the writer reads them
+// back in order. 0 when the nodes are used up (or memory is): the event goes without a stack
+// rather than not at all.
+static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintptr_t* ips,
+                                   const uint64_t* hs, int k, uint32_t* node_of) {
+    table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint32_t id = atomic_load_explicit(&next_id, memory_order_relaxed);
+    for (int j = k - 1; j >= 0; j--) {
+        id++;
+        // A table that could not grow is three quarters full: stop there.
+        if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3)
+            return 0;
+        if (!chunks[id >> HL_CHUNK_SHIFT] &&
+            !(chunks[id >> HL_CHUNK_SHIFT] = os_map(HL_CHUNK_NODES * sizeof(node_t))))
+            return 0;
+        *node_at(id) = (node_t){ips[j], hs[j], parent, ++depth};
+        atomic_store_explicit(&next_id, id, memory_order_release);
+        place(t, id, hs[j]);
+        if ((uint64_t)id * 2 > (uint64_t)t->mask + 1) {
+            grow(t, id);
+            t = atomic_load_explicit(&table, memory_order_acquire);
+        }
+        parent = id;
+        if (node_of)
+            node_of[j] = id;
+    }
+    return parent;
+}
+
+// Frames [0, k) of ips (innermost first) called from the node base (0: the root), whose path
+// hash is h and depth `depth`. Every frame's slot is computed and its cache line requested
+// first, so the probes' cache misses overlap instead of following one another (a stack never
+// seen has a miss per frame); the frames found are then followed from the outermost, and once
+// one is missing, all inside it are new and made under one lock without probing again.
+static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const uintptr_t* ips,
+                             int k, uint32_t* node_of) {
+    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint64_t hs[HL_MAX_DEPTH];
+    for (int j = k - 1; j >= 0; j--) {
+        h = hs[j] = path_mix(h, ips[j]);
+        __builtin_prefetch((const void*)&t->slot[(uint32_t)h & t->mask], 1);
+    }
+    int j = k - 1;
+    for (; j >= 0; j--) {
+        uint32_t id = node_find(t, base, ips[j], hs[j]);
+        if (!id)
+            break;
+        base = id;
+        if (node_of)
+            node_of[j] = id;
+    }
+    if (j < 0)
+        return base;
+    depth += (uint32_t)(k - 1 - j);
+    stacks_lock();
+    // Another thread may have made some of them meanwhile; under the lock no one else makes any.
+    t = atomic_load_explicit(&table, memory_order_acquire);
+    for (; j >= 0; j--, depth++) {
+        uint32_t id = node_find(t, base, ips[j], hs[j]);
+        if (!id)
+            break;
+        base = id;
+        if (node_of)
+            node_of[j] = id;
+    }
+    uint32_t id = j < 0 ? base : nodes_make(base, depth, ips, hs, j + 1, node_of);
+    stacks_unlock();
+    return id;
 }
 
 uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
     const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
     if (hl_unlikely(!t || n <= 0))
         return 0;
+    if (hl_unlikely(n > HL_MAX_DEPTH))
+        n = HL_MAX_DEPTH; // the outermost frames beyond it go, as a walk stopped there
     uint64_t h = 0;
     for (int i = n - 1; i >= 0; i--)
         h = path_mix(h, ips[i]);
@@ -160,40 +202,29 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
             break;
         const node_t* nd = node_at(id);
         if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
-            if (node_of) { // the callers' nodes, by walking up once
-                uint32_t up = id;
-                for (int k = 0; k < n && up; k++, up = node_at(up)->parent)
-                    node_of[k] = up;
+            // The callers' nodes are not looked for: walking up the parents is a cache miss
+            // per frame, one after the other, for nodes a later walk seldom needs (it finds one
+            // by its path when it does: 0 says unknown).
+            if (node_of) {
+                node_of[0] = id;
+                memset(node_of + 1, 0, (size_t)(n - 1) * sizeof *node_of);
             }
             return id;
         }
         i = (i + 1) & t->mask;
     }
-    uint32_t parent = 0;
-    uint64_t ph = 0;
-    for (int k = n - 1; k >= 0; k--) {
-        ph = path_mix(ph, ips[k]);
-        parent = node_get(parent, ips[k], ph, (uint32_t)(n - k));
-        if (!parent)
-            return 0;
-        if (node_of)
-            node_of[k] = parent;
-    }
-    return parent;
+    return intern_above(0, 0, 0, ips, n, node_of);
 }
 
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of) {
     if (hl_unlikely(!atomic_load_explicit(&table, memory_order_relaxed) || !base))
         return 0;
-    uint64_t h = node_at(base)->path_hash;
-    uint32_t depth = node_at(base)->depth;
-    for (int i = k - 1; i >= 0 && base; i--) {
-        h = path_mix(h, inner[i]);
-        base = node_get(base, inner[i], h, ++depth);
-        if (node_of)
-            node_of[i] = base;
-    }
-    return base;
+    if (k <= 0)
+        return base;
+    const node_t* b = node_at(base);
+    if (hl_unlikely(b->depth + (uint32_t)k > HL_MAX_DEPTH))
+        return 0; // walks stop at HL_MAX_DEPTH frames: not a stack this table holds
+    return intern_above(base, b->path_hash, b->depth, inner, k, node_of);
 }
 
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {

@@ -9,7 +9,8 @@
 #define HL_MAX_DEPTH 256 // frames a stack may have, whatever HEAPLENS_DEPTH asks
 
 // Intern ips (innermost first); 0 = no stack. node_of (may be NULL) receives, for each k, the
-// node of the stack made of frames k..n-1 (the callers' stacks), so they can be reused.
+// node of the stack made of frames k..n-1 (the callers' stacks), so they can be reused; 0 where
+// it is not known (a stack seen before: its callers' nodes are not looked up).
 uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of);
 // The stack made of `inner` (k frames, innermost first) called from the stack `base`:
 // interning only what changed. node_of as for stack_intern (entries 0..k-1).

@@ -665,6 +665,9 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     if (fresh->reused_at > 0) {
         // The outer frames are the previous stack's: start from its node for them.
         uint32_t base = fresh->nodes[fresh->reused_at];
+        if (!base) // not known (the stack it came from was found whole): one probe by its path
+            base = fresh->nodes[fresh->reused_at] =
+                stack_intern(fresh->ips + fresh->reused_at, n - fresh->reused_at, NULL);
         if (base)
             fresh->id = stack_extend(base, fresh->ips, fresh->reused_at, fresh->nodes);
     }
