@@ -52,7 +52,7 @@ static size_t table_bytes(uint32_t log2_slots) {
 // Populated at once: the slots are probed at random, and a page first read is a zero page that
 // the first insert then copies (a second fault, and a TLB flush on every CPU).
 static table_t* table_make(uint32_t log2_slots) {
-    table_t* t = os_map_dense(table_bytes(log2_slots));
+    table_t* t = os_map_dense_huge(table_bytes(log2_slots));
     if (t)
         t->mask = (1u << log2_slots) - 1;
     return t;
