@@ -32,7 +32,9 @@ static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
 
 static HL_COLD int grow(void) {
     uint32_t cap = slots ? (mask + 1) * 2 : 4096;
-    site_slot_t* fresh = os_map((size_t)cap * sizeof *fresh);
+    // Probed at random: past a few MiB in huge pages, so a probe is not a page walk as well
+    // (a program with millions of call paths has as many sites).
+    site_slot_t* fresh = os_map_dense_huge((size_t)cap * sizeof *fresh);
     if (!fresh)
         return -1;
     if (slots) {
