@@ -38,6 +38,16 @@ typedef struct table_s {
     _Atomic uint32_t slot[];
 } table_t;
 
+// A slot holds a node id (HL_STACK_NODES < 2^25) and 7 more bits of its path hash, ones the
+// slot's index does not use: a probe passes a slot of another path without reading its node,
+// a cache miss, 127 times in 128.
+#define HL_ID_BITS 25
+#define HL_ID_MASK ((1u << HL_ID_BITS) - 1)
+_Static_assert(HL_STACK_NODES <= HL_ID_MASK, "node ids fit below the tag");
+HL_INLINE uint32_t slot_tag(uint64_t h) {
+    return (uint32_t)(h >> 57) << HL_ID_BITS;
+}
+
 static _Atomic(table_t*) table;
 // Node id's chunk; a chunk is stored (under make_lock) before any id in it is published, and
 // readers learn an id from a slot they load with acquire.
@@ -78,7 +88,7 @@ static void place(table_t* t, uint32_t id, uint64_t h) {
     uint32_t i = (uint32_t)h & t->mask;
     while (atomic_load_explicit(&t->slot[i], memory_order_relaxed))
         i = (i + 1) & t->mask;
-    atomic_store_explicit(&t->slot[i], id, memory_order_release);
+    atomic_store_explicit(&t->slot[i], id | slot_tag(h), memory_order_release);
 }
 
 // Under make_lock: a table four times larger holding every node, published whole. The old one
@@ -104,10 +114,10 @@ static inline int node_is(uint32_t id, uint32_t parent, uintptr_t ip, uint64_t h
 
 // The node for (parent, ip) whose path hash is h, or 0 if there is none yet.
 static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip, uint64_t h) {
-    uint32_t i = (uint32_t)h & t->mask, id;
-    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
-        if (node_is(id, parent, ip, h))
-            return id;
+    uint32_t i = (uint32_t)h & t->mask, v, tag = slot_tag(h);
+    while ((v = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
+        if ((v & ~HL_ID_MASK) == tag && node_is(v & HL_ID_MASK, parent, ip, h))
+            return v & HL_ID_MASK;
         i = (i + 1) & t->mask;
     }
     return 0;
@@ -127,8 +137,10 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintpt
         // A table that could not grow is three quarters full: stop there.
         if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3)
             return 0;
+        // The first chunk faults in as it fills (most programs need a part of it); a later one
+        // is made present in one call, not one fault per page.
         if (!chunks[id >> HL_CHUNK_SHIFT] &&
-            !(chunks[id >> HL_CHUNK_SHIFT] = os_map(HL_CHUNK_NODES * sizeof(node_t))))
+            !(chunks[id >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))
             return 0;
         *node_at(id) = (node_t){ips[j], hs[j], parent, ++depth};
         atomic_store_explicit(&next_id, id, memory_order_release);
@@ -195,11 +207,14 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
     for (int i = n - 1; i >= 0; i--)
         h = path_mix(h, ips[i]);
     // Seen before: the whole path's hash finds its innermost node at once.
-    uint32_t i = (uint32_t)h & t->mask;
-    for (;;) {
-        uint32_t id = atomic_load_explicit(&t->slot[i], memory_order_acquire);
-        if (id == 0)
+    uint32_t i = (uint32_t)h & t->mask, tag = slot_tag(h);
+    for (;; i = (i + 1) & t->mask) {
+        uint32_t v = atomic_load_explicit(&t->slot[i], memory_order_acquire);
+        if (v == 0)
             break;
+        if ((v & ~HL_ID_MASK) != tag)
+            continue;
+        uint32_t id = v & HL_ID_MASK;
         const node_t* nd = node_at(id);
         if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
             // The callers' nodes are not looked for: walking up the parents is a cache miss
@@ -211,7 +226,6 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
             }
             return id;
         }
-        i = (i + 1) & t->mask;
     }
     return intern_above(0, 0, 0, ips, n, node_of);
 }
