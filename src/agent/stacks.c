@@ -241,6 +241,16 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
     return intern_above(base, b->path_hash, b->depth, inner, k, node_of);
 }
 
+uint32_t stack_innermost(uint32_t id, int k) {
+    if (id == 0 || id > atomic_load(&next_id) || k <= 0 || node_at(id)->depth <= (uint32_t)k)
+        return id;
+    uintptr_t ips[HL_MAX_DEPTH];
+    int n = 0;
+    for (uint32_t up = id; up && n < k; up = node_at(up)->parent)
+        ips[n++] = node_at(up)->ip;
+    return stack_intern(ips, n, NULL);
+}
+
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
     if (id == 0 || id > atomic_load(&next_id))
         return -1;
