@@ -19,7 +19,7 @@
 #define HL_CHUNK_NODES (1u << HL_CHUNK_SHIFT)
 #define HL_CHUNKS (HL_STACK_NODES / HL_CHUNK_NODES + 1)
 #define HL_TABLE_FIRST 12          // log2 of the first table's slots (16 KiB)
-#define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
+#define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at 3/8 load
 
 typedef struct node_s {
     uintptr_t ip;
@@ -29,8 +29,10 @@ typedef struct node_s {
 } node_t;
 
 // The slots that find a node by its path hash: node ids, 0 = empty. Readers probe without a
-// lock; a node is added, and the table replaced by one four times larger once half full, only
-// under make_lock. The table grows with the stacks a program has (a fixed one sized for the
+// lock; a node is added, and the table replaced by one twice as large once three quarters full,
+// only under make_lock (a probe passes most other paths' slots by their tags, below, in the cache
+// line it has loaded: a fuller table costs little time, and a program with millions of paths
+// keeps 4 to 8 bytes of table per node instead of 8 to 32). The table grows with the stacks a program has (a fixed one sized for the
 // largest programs costs every small one a fault, and a copy-on-write fault at that, per new
 // node: its slots land on random pages).
 typedef struct table_s {
@@ -91,11 +93,11 @@ static void place(table_t* t, uint32_t id, uint64_t h) {
     atomic_store_explicit(&t->slot[i], id | slot_tag(h), memory_order_release);
 }
 
-// Under make_lock: a table four times larger holding every node, published whole. The old one
+// Under make_lock: a table twice as large holding every node, published whole. The old one
 // is left to readers that may still be probing it (its pages are given back; a reader then
 // sees empty slots and comes to make_lock, where the new table answers).
 static void grow(table_t* old, uint32_t count) {
-    uint32_t log2 = (uint32_t)__builtin_ctz(old->mask + 1) + 2;
+    uint32_t log2 = (uint32_t)__builtin_ctz(old->mask + 1) + 1;
     if (log2 > HL_TABLE_LAST)
         return;
     table_t* t = table_make(log2);
@@ -134,8 +136,8 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintpt
     uint32_t id = atomic_load_explicit(&next_id, memory_order_relaxed);
     for (int j = k - 1; j >= 0; j--) {
         id++;
-        // A table that could not grow is three quarters full: stop there.
-        if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3)
+        // A table that could not grow is seven eighths full: stop there.
+        if (id > HL_STACK_NODES || (uint64_t)id * 8 > (uint64_t)(t->mask + 1) * 7)
             return 0;
         // The first chunk faults in as it fills (most programs need a part of it); a later one
         // is made present in one call, not one fault per page.
@@ -145,7 +147,7 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintpt
         *node_at(id) = (node_t){ips[j], hs[j], parent, ++depth};
         atomic_store_explicit(&next_id, id, memory_order_release);
         place(t, id, hs[j]);
-        if ((uint64_t)id * 2 > (uint64_t)t->mask + 1) {
+        if ((uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
             grow(t, id);
             t = atomic_load_explicit(&table, memory_order_acquire);
         }
