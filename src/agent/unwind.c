@@ -627,14 +627,21 @@ static HL_NOINLINE HL_COLD uint32_t capture_general(int max) {
 
 static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uintptr_t ip, sp, rbp;
-    // Release stacks too at full depth: a block freed where it was made (or where the last
-    // block was) then shares that stack's outer frames, walked and interned once (stacks.h:
-    // HL_RELEASE_DEPTH).
+    // A release stack is cut to its innermost frames when a report names it (stacks.h:
+    // HL_RELEASE_DEPTH). Right after an allocation it is taken at full depth from that
+    // allocation's walk: a block freed where it was made shares all its frames but the
+    // innermost, walked and interned once. After another release it is taken cut (a release
+    // walk after a release walk rarely shares its outer frames, and a teardown by recursion
+    // would make a full path of new nodes per block where the cut windows repeat).
     int max = hl_opt.depth;
     unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
-        return capture_general(max);
+        return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     recent_t* rc = &st->recent[which];
+    const recent_t* other = &st->recent[which ^ 1];
+    int after_other = other->latest_seq > rc->latest_seq;
+    if (which == 1 && !after_other && max > HL_RELEASE_DEPTH)
+        max = HL_RELEASE_DEPTH;
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(rc->generation != generation)) {
         memset(rc->index, 0, sizeof rc->index);
@@ -654,9 +661,9 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     // Walk into the slot after the latest, reusing the outer frames of the thread's latest walk
     // of either kind (a free just after an allocation in the same function shares all but one).
     const last_stack_t* last = &rc->walks[rc->latest];
-    const recent_t* other = &st->recent[which ^ 1];
-    if (other->latest_seq > rc->latest_seq && other->generation == generation)
-        last = &other->walks[other->latest];
+    const last_stack_t* theirs = &other->walks[other->latest];
+    if (after_other && other->generation == generation && (theirs->is_complete || theirs->n >= max))
+        last = theirs; // not a release walk cut short: its outer frames are the whole stack's
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
