@@ -125,13 +125,13 @@ static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip
     return 0;
 }
 
-// Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, none of
-// which can exist yet (their outermost is not in the table, and a node's children are made
-// after it). Ids are consecutive, so the nodes are written in order and the writer reads them
-// back in order. 0 when the nodes are used up (or memory is): the event goes without a stack
-// rather than not at all.
-static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintptr_t* ips,
-                                   const uint64_t* hs, int k, uint32_t* node_of) {
+// Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, whose path
+// hash is h, none of which can exist yet (their outermost is not in the table, and a node's
+// children are made after it). Ids are consecutive, so the nodes are written in order and the
+// writer reads them back in order. 0 when the nodes are used up (or memory is): the event goes
+// without a stack rather than not at all.
+static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
+                                   const uintptr_t* ips, int k, uint32_t* node_of) {
     table_t* t = atomic_load_explicit(&table, memory_order_acquire);
     uint32_t id = atomic_load_explicit(&next_id, memory_order_relaxed);
     for (int j = k - 1; j >= 0; j--) {
@@ -144,9 +144,10 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintpt
         if (!chunks[id >> HL_CHUNK_SHIFT] &&
             !(chunks[id >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))
             return 0;
-        *node_at(id) = (node_t){ips[j], hs[j], parent, ++depth};
+        h = path_mix(h, ips[j]);
+        *node_at(id) = (node_t){ips[j], h, parent, ++depth};
         atomic_store_explicit(&next_id, id, memory_order_release);
-        place(t, id, hs[j]);
+        place(t, id, h);
         if ((uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
             grow(t, id);
             t = atomic_load_explicit(&table, memory_order_acquire);
@@ -162,39 +163,44 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint32_t depth, const uintpt
 // hash is h and depth `depth`. Every frame's slot is computed and its cache line requested
 // first, so the probes' cache misses overlap instead of following one another (a stack never
 // seen has a miss per frame); the frames found are then followed from the outermost, and once
-// one is missing, all inside it are new and made under one lock without probing again.
+// one is missing, all inside it are new and made under one lock without probing again. The
+// path hashes are computed again rather than kept: an array of them would take 2 KiB more of
+// the program's stack on every allocation.
 static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const uintptr_t* ips,
                              int k, uint32_t* node_of) {
     const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
-    uint64_t hs[HL_MAX_DEPTH];
+    uint64_t x = h;
     for (int j = k - 1; j >= 0; j--) {
-        h = hs[j] = path_mix(h, ips[j]);
-        __builtin_prefetch((const void*)&t->slot[(uint32_t)h & t->mask], 1);
+        x = path_mix(x, ips[j]);
+        __builtin_prefetch((const void*)&t->slot[(uint32_t)x & t->mask], 1);
     }
     int j = k - 1;
-    for (; j >= 0; j--) {
-        uint32_t id = node_find(t, base, ips[j], hs[j]);
+    for (; j >= 0; j--, depth++) {
+        x = path_mix(h, ips[j]);
+        uint32_t id = node_find(t, base, ips[j], x);
         if (!id)
             break;
         base = id;
+        h = x;
         if (node_of)
             node_of[j] = id;
     }
     if (j < 0)
         return base;
-    depth += (uint32_t)(k - 1 - j);
     stacks_lock();
     // Another thread may have made some of them meanwhile; under the lock no one else makes any.
     t = atomic_load_explicit(&table, memory_order_acquire);
     for (; j >= 0; j--, depth++) {
-        uint32_t id = node_find(t, base, ips[j], hs[j]);
+        x = path_mix(h, ips[j]);
+        uint32_t id = node_find(t, base, ips[j], x);
         if (!id)
             break;
         base = id;
+        h = x;
         if (node_of)
             node_of[j] = id;
     }
-    uint32_t id = j < 0 ? base : nodes_make(base, depth, ips, hs, j + 1, node_of);
+    uint32_t id = j < 0 ? base : nodes_make(base, h, depth, ips, j + 1, node_of);
     stacks_unlock();
     return id;
 }
