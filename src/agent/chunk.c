@@ -14,6 +14,14 @@
 
 // 8 MiB of history: a loop whose records fill a few MiB still finds its previous round.
 #define HL_ZSTD_WINDOW_LOG 23
+// Most processes a build or a test suite starts write a few KiB of trace in all: the long
+// window's context (608 KiB of tables cleared before the first byte, 1.3 ms per process on a
+// virtual machine) is theirs only once they have written HL_SMALL_FRAME_RAW. Until then the
+// stream is a first frame with a 128 KiB window and no long-distance matcher (tables of 32
+// KiB); that frame then ends at a chunk's end and the rest of the trace is one long-window
+// frame. A reader's zstd stream goes from one frame to the next by itself.
+#define HL_ZSTD_SMALL_WINDOW_LOG 17
+#define HL_SMALL_FRAME_RAW (1u << 20)
 
 static ZSTD_CCtx* cctx;
 static int has_failed;
@@ -21,6 +29,8 @@ static uint8_t* out_buf; // the open chunk: header, then its compressed bytes so
 static size_t out_cap;
 static size_t out_len;          // compressed bytes of the open chunk
 static size_t chunk_raw;        // raw bytes fed into it
+static int is_long_frame;       // the stream is past its small first frame
+static size_t frame_raw;        // raw bytes fed into the small first frame
 static hl_checksum_t chunk_sum; // of those bytes
 
 // zstd 1.5 lays its compression workspace out as its objects, the match tables and the
@@ -96,6 +106,24 @@ static int fail_stream(void) {
     return -1;
 }
 
+// The parameters of the next frame: the small first one, or the long-window one.
+static void set_frame_params(int is_long) {
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+    // Long-distance matching finds a repeat megabytes back at level 1's speed; the frame's own
+    // checksum would only come at its end, which a killed process never writes: chunks carry one.
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_enableLongDistanceMatching,
+                           is_long ? ZSTD_ps_enable : ZSTD_ps_disable);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog,
+                           is_long ? HL_ZSTD_WINDOW_LOG : HL_ZSTD_SMALL_WINDOW_LOG);
+    // Only repeats of 256 bytes and more go to the long-distance matcher (its default, 64,
+    // lets short accidental repeats break long ones: sqlite3's trace is 30% smaller this way).
+    if (is_long)
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_ldmMinMatch, 256);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    is_long_frame = is_long;
+    frame_raw = 0;
+}
+
 // One compression context for the life of the process (a new trace resets its session).
 static int ensure_cctx(void) {
     if (cctx)
@@ -104,15 +132,7 @@ static int ensure_cctx(void) {
     cctx = ZSTD_createCCtx_advanced(mem);
     if (!cctx)
         return -1;
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
-    // Long-distance matching finds a repeat megabytes back at level 1's speed; the frame's own
-    // checksum would only come at its end, which a killed process never writes: chunks carry one.
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_enableLongDistanceMatching, 1);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, HL_ZSTD_WINDOW_LOG);
-    // Only repeats of 256 bytes and more go to the long-distance matcher (its default, 64,
-    // lets short accidental repeats break long ones: sqlite3's trace is 30% smaller this way).
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_ldmMinMatch, 256);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+    set_frame_params(0);
     return 0;
 }
 
@@ -132,7 +152,7 @@ static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
         out_len = out.pos;
         if (ZSTD_isError(left))
             return fail_stream();
-        if (mode == ZSTD_e_flush ? left == 0 : in.pos == len)
+        if (mode != ZSTD_e_continue ? left == 0 : in.pos == len)
             return 0;
     }
 }
@@ -148,6 +168,7 @@ int chunk_feed(const uint8_t* raw, size_t len) {
         return -1;
     hl_checksum_update(&chunk_sum, raw, len);
     chunk_raw += len;
+    frame_raw += len;
     return 0;
 }
 
@@ -158,8 +179,13 @@ int chunk_end(const uint8_t** out, size_t* len) {
         return -1;
     if (chunk_raw == 0)
         return 0;
-    if (stream(NULL, 0, ZSTD_e_flush) != 0)
+    // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW.
+    int ends_frame = !is_long_frame && frame_raw >= HL_SMALL_FRAME_RAW;
+    if (stream(NULL, 0, ends_frame ? ZSTD_e_end : ZSTD_e_flush) != 0)
         return -1;
+    if (ends_frame)
+        set_frame_params(1); // the frame is over: parameters apply from the next one
+
     put_u32(out_buf, HL_CHUNK_MAGIC);
     put_u32(out_buf + 4, (uint32_t)out_len);
     put_u32(out_buf + 8, (uint32_t)chunk_raw);
@@ -172,8 +198,10 @@ int chunk_end(const uint8_t** out, size_t* len) {
 }
 
 void chunk_restart_stream(void) {
-    if (cctx)
+    if (cctx) {
         ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+        set_frame_params(0); // a new trace (a fork child's) starts small again
+    }
     out_len = 0;
     chunk_raw = 0;
     has_failed = 0;

@@ -26,8 +26,15 @@
 
 enum { MARK_NONE = 0, MARK_LIVE0 = 1, MARK_LIVE8 = 2, MARK_FREED = 3 };
 
+// A region's marks are made present a page at a time, by the first mark set in it (most
+// programs' headed blocks lie in a few pages of marks: making all 256 KiB present cost every
+// short process a tenth of a millisecond, and each walk of them at exit as much). touched has
+// a bit per page of words so set, and walks read only those pages.
+#define MARK_PAGE_WORDS 512 // words per 4 KiB page
+_Static_assert(MARK_WORDS / MARK_PAGE_WORDS <= 64, "a bit per page in one word");
 typedef struct marks_s {
-    _Atomic uint64_t word[MARK_WORDS];
+    _Atomic uint64_t word[MARK_WORDS]; // page-aligned, as the mapping is
+    _Atomic uint64_t touched;
 } marks_t;
 
 // The record before the block. owner: thread index (24 bits) << 8 | guarded << 7 | fn.
@@ -63,10 +70,20 @@ static inline unsigned mark_shift(uintptr_t a) {
     return (unsigned)((a >> MARK_GRANULE_SHIFT) & 31) * 2;
 }
 
-// Made populated: every insert reads its word before writing it, and a page first read is a
-// zero page that the write then copies (a second fault, and a TLB flush on every CPU).
 static HL_COLD marks_t* region_make(uintptr_t a) {
-    return region_dir_make(&regions, a, os_map_dense, sizeof(marks_t));
+    return region_dir_make(&regions, a, os_map, sizeof(marks_t));
+}
+
+static inline uint64_t page_bit(const _Atomic uint64_t* w, const marks_t* m) {
+    return 1ull << ((uint32_t)(w - m->word) / MARK_PAGE_WORDS);
+}
+
+// The first mark in a page of words: it is written before it is read (an insert reads its word
+// first, and a page first read is a zero page the write then copies: a second fault, and a TLB
+// flush on every CPU). Adding 0 changes no mark another thread may be setting meanwhile.
+static HL_COLD void touch_page(marks_t* m, _Atomic uint64_t* w) {
+    atomic_fetch_or(w, 0);
+    atomic_fetch_or(&m->touched, page_bit(w, m));
 }
 
 int live_header_room(uintptr_t addr) {
@@ -78,7 +95,10 @@ int live_header_room(uintptr_t addr) {
 // While glibc runs the process single-threaded no other thread changes marks (the writer never
 // does), and a plain store spares the locked instruction's wait for every earlier store.
 static inline void set_mark(uintptr_t a, unsigned mark) {
-    _Atomic uint64_t* w = mark_word(marks_of(a), a);
+    marks_t* m = marks_of(a);
+    _Atomic uint64_t* w = mark_word(m, a);
+    if (hl_unlikely(!(atomic_load_explicit(&m->touched, memory_order_relaxed) & page_bit(w, m))))
+        touch_page(m, w);
     unsigned sh = mark_shift(a);
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     if (hl_likely(__libc_single_threaded)) {
@@ -148,7 +168,7 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
     return HL_BLOCK_LIVE;
 }
 
-// Every live header block in address order (regions of marks are present whole).
+// Every live header block in address order (in the pages of marks some mark was set in).
 void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
     uint32_t n = atomic_load(&regions.nmade);
     for (uint32_t i = 0; i < n; i++) {
@@ -156,7 +176,12 @@ void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
         marks_t* m = region_dir_nth(&regions, i, &base);
         if (!m)
             continue;
+        uint64_t touched = atomic_load_explicit(&m->touched, memory_order_acquire);
         for (uint32_t j = 0; j < MARK_WORDS; j++) {
+            if (!(touched & (1ull << (j / MARK_PAGE_WORDS)))) {
+                j += MARK_PAGE_WORDS - 1; // the page's first word: the loop steps to the next
+                continue;
+            }
             uint64_t v = atomic_load_explicit(&m->word[j], memory_order_acquire);
             // One bit per live mark (01 or 10; FREED is 11), at the pair's low bit.
             uint64_t live = (v ^ (v >> 1)) & 0x5555555555555555ull;

@@ -113,6 +113,24 @@ void* os_map_dense(size_t size) {
     return p;
 }
 
+// A table probed at random all over, larger than the TLB reaches in small pages (the stacks'
+// table of a program with millions of call paths): every probe would be a page walk as well as
+// a cache miss. Aligned to a huge page and asked for in them; the slack around it stays
+// mapped, untouched. Compaction stalls (what made huge pages slower for the live table) are
+// paid once per table, which grows four times at a step.
+#define HL_HUGE_PAGE (2u << 20)
+void* os_map_dense_huge(size_t size) {
+    if (size < 2 * HL_HUGE_PAGE)
+        return os_map_dense(size);
+    uint8_t* p = map_flags(size + HL_HUGE_PAGE, 0);
+    if (!p)
+        return NULL;
+    p = (uint8_t*)(((uintptr_t)p + HL_HUGE_PAGE - 1) & ~(uintptr_t)(HL_HUGE_PAGE - 1));
+    syscall(SYS_madvise, p, size, MADV_HUGEPAGE);
+    syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE);
+    return p;
+}
+
 int os_populate(void* p, size_t size) {
     return syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
 }

@@ -19,6 +19,7 @@
 
 void* os_map(size_t size);       // zeroed anonymous memory, or NULL
 void* os_map_dense(size_t size); // the same, populated at once (for tables used whole)
+void* os_map_dense_huge(size_t size); // the same in huge pages, for tables probed at random
 void os_unmap(void* p, size_t size);
 void* os_reserve(size_t size);         // large and lazily backed: pages cost only once touched
 void os_discard(void* p, size_t size); // gives the pages back; they read as zeros after

@@ -23,7 +23,36 @@ typedef struct site_slot_s {
 static site_slot_t* slots;
 static uint32_t mask;    // capacity - 1
 static uint32_t defined; // sites numbered so far (the last number given)
+static uint32_t hashed;  // of them, in the table
 static int is_broken;
+
+// A stack's first site, by stack id: most stacks are written with one size, so most sites
+// are found here at the place their stack's id gives, not by a probe at a random place of a
+// table (a cache miss and, past the TLB's reach, a page walk; a program with millions of call
+// paths has as many sites). Stacks are numbered as they are made, so the stacks a program uses
+// at a time lie together here. A stack's other sizes (and sizes of 4 GiB and more) go to the
+// table. Chunks of 64 Ki stacks (512 KiB) are made as stack ids reach them, their pages as
+// they are written.
+typedef struct first_s {
+    uint32_t number; // 0: the stack has no site here yet
+    uint32_t size;
+} first_t;
+#define HL_FIRST_SHIFT 16
+#define HL_FIRST_CHUNK (1u << HL_FIRST_SHIFT)
+#define HL_FIRST_CHUNKS 512 // 32 Mi stack ids, more than stacks.c makes (HL_STACK_NODES)
+static first_t* firsts[HL_FIRST_CHUNKS];
+
+// The stack's entry, its chunk made if make says so; NULL when it has none.
+static inline first_t* first_of(uint32_t stack, int make) {
+    uint32_t c = stack >> HL_FIRST_SHIFT;
+    if (hl_unlikely(c >= HL_FIRST_CHUNKS))
+        return NULL;
+    if (hl_unlikely(!firsts[c])) {
+        if (!make || !(firsts[c] = os_map(HL_FIRST_CHUNK * sizeof(first_t))))
+            return NULL;
+    }
+    return &firsts[c][stack & (HL_FIRST_CHUNK - 1)];
+}
 
 static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
     uint64_t h = (size * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)stack * 0xC2B2AE3D27D4EB4Full);
@@ -32,7 +61,9 @@ static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
 
 static HL_COLD int grow(void) {
     uint32_t cap = slots ? (mask + 1) * 2 : 4096;
-    site_slot_t* fresh = os_map((size_t)cap * sizeof *fresh);
+    // Probed at random: past a few MiB in huge pages, so a probe is not a page walk as well
+    // (a program with millions of call paths has as many sites).
+    site_slot_t* fresh = os_map_dense_huge((size_t)cap * sizeof *fresh);
     if (!fresh)
         return -1;
     if (slots) {
@@ -64,17 +95,33 @@ static inline site_slot_t* find(uint64_t size, uint32_t stack) {
 void sites_note(uint64_t size, uint32_t stack) {
     if (is_broken)
         return;
-    if ((!slots || defined + 1 > (mask + 1) / 2) && grow() != 0) {
+    first_t* f = size <= UINT32_MAX ? first_of(stack, 1) : NULL;
+    if (f) {
+        if (f->size == size && f->number)
+            return;
+        if (!f->number) {
+            *f = (first_t){.number = ++defined, .size = (uint32_t)size};
+            return;
+        }
+    }
+    if ((!slots || hashed + 1 > (mask + 1) / 2) && grow() != 0) {
         is_broken = 1;
         return;
     }
     site_slot_t* s = find(size, stack);
-    if (!s->number)
+    if (!s->number) {
         *s = (site_slot_t){.size = size, .stack = stack, .number = ++defined};
+        hashed++;
+    }
 }
 
 uint32_t sites_number(uint64_t size, uint32_t stack) {
-    if (is_broken || !slots)
+    if (is_broken)
+        return 0;
+    const first_t* f = size <= UINT32_MAX ? first_of(stack, 0) : NULL;
+    if (f && f->number && f->size == size)
+        return f->number;
+    if (!slots)
         return 0;
     return find(size, stack)->number;
 }
@@ -83,6 +130,10 @@ uint32_t sites_number(uint64_t size, uint32_t stack) {
 void sites_reset(void) {
     if (slots)
         memset(slots, 0, (size_t)(mask + 1) * sizeof *slots);
+    for (uint32_t c = 0; c < HL_FIRST_CHUNKS; c++)
+        if (firsts[c])
+            os_discard(firsts[c], HL_FIRST_CHUNK * sizeof(first_t)); // reads as zeros again
     defined = 0;
+    hashed = 0;
     is_broken = 0;
 }

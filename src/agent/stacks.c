@@ -19,7 +19,7 @@
 #define HL_CHUNK_NODES (1u << HL_CHUNK_SHIFT)
 #define HL_CHUNKS (HL_STACK_NODES / HL_CHUNK_NODES + 1)
 #define HL_TABLE_FIRST 12          // log2 of the first table's slots (16 KiB)
-#define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at half load
+#define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at 3/8 load
 
 typedef struct node_s {
     uintptr_t ip;
@@ -29,14 +29,26 @@ typedef struct node_s {
 } node_t;
 
 // The slots that find a node by its path hash: node ids, 0 = empty. Readers probe without a
-// lock; a node is added, and the table replaced by one four times larger once half full, only
-// under make_lock. The table grows with the stacks a program has (a fixed one sized for the
+// lock; a node is added, and the table replaced by one twice as large once three quarters full,
+// only under make_lock (a probe passes most other paths' slots by their tags, below, in the cache
+// line it has loaded: a fuller table costs little time, and a program with millions of paths
+// keeps 4 to 8 bytes of table per node instead of 8 to 32). The table grows with the stacks a program has (a fixed one sized for the
 // largest programs costs every small one a fault, and a copy-on-write fault at that, per new
 // node: its slots land on random pages).
 typedef struct table_s {
     uint32_t mask;
     _Atomic uint32_t slot[];
 } table_t;
+
+// A slot holds a node id (HL_STACK_NODES < 2^25) and 7 more bits of its path hash, ones the
+// slot's index does not use: a probe passes a slot of another path without reading its node,
+// a cache miss, 127 times in 128.
+#define HL_ID_BITS 25
+#define HL_ID_MASK ((1u << HL_ID_BITS) - 1)
+_Static_assert(HL_STACK_NODES <= HL_ID_MASK, "node ids fit below the tag");
+HL_INLINE uint32_t slot_tag(uint64_t h) {
+    return (uint32_t)(h >> 57) << HL_ID_BITS;
+}
 
 static _Atomic(table_t*) table;
 // Node id's chunk; a chunk is stored (under make_lock) before any id in it is published, and
@@ -52,7 +64,7 @@ static size_t table_bytes(uint32_t log2_slots) {
 // Populated at once: the slots are probed at random, and a page first read is a zero page that
 // the first insert then copies (a second fault, and a TLB flush on every CPU).
 static table_t* table_make(uint32_t log2_slots) {
-    table_t* t = os_map_dense(table_bytes(log2_slots));
+    table_t* t = os_map_dense_huge(table_bytes(log2_slots));
     if (t)
         t->mask = (1u << log2_slots) - 1;
     return t;
@@ -78,14 +90,14 @@ static void place(table_t* t, uint32_t id, uint64_t h) {
     uint32_t i = (uint32_t)h & t->mask;
     while (atomic_load_explicit(&t->slot[i], memory_order_relaxed))
         i = (i + 1) & t->mask;
-    atomic_store_explicit(&t->slot[i], id, memory_order_release);
+    atomic_store_explicit(&t->slot[i], id | slot_tag(h), memory_order_release);
 }
 
-// Under make_lock: a table four times larger holding every node, published whole. The old one
+// Under make_lock: a table twice as large holding every node, published whole. The old one
 // is left to readers that may still be probing it (its pages are given back; a reader then
 // sees empty slots and comes to make_lock, where the new table answers).
 static void grow(table_t* old, uint32_t count) {
-    uint32_t log2 = (uint32_t)__builtin_ctz(old->mask + 1) + 2;
+    uint32_t log2 = (uint32_t)__builtin_ctz(old->mask + 1) + 1;
     if (log2 > HL_TABLE_LAST)
         return;
     table_t* t = table_make(log2);
@@ -102,98 +114,149 @@ static inline int node_is(uint32_t id, uint32_t parent, uintptr_t ip, uint64_t h
     return nd->path_hash == h && nd->ip == ip && nd->parent == parent;
 }
 
-static HL_COLD uint32_t node_make(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
-    stacks_lock();
-    table_t* t = atomic_load_explicit(&table, memory_order_acquire);
-    uint32_t i = (uint32_t)h & t->mask, id;
-    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
-        if (node_is(id, parent, ip, h))
-            goto out; // made by another thread meanwhile
+// The node for (parent, ip) whose path hash is h, or 0 if there is none yet.
+static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip, uint64_t h) {
+    uint32_t i = (uint32_t)h & t->mask, v, tag = slot_tag(h);
+    while ((v = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
+        if ((v & ~HL_ID_MASK) == tag && node_is(v & HL_ID_MASK, parent, ip, h))
+            return v & HL_ID_MASK;
         i = (i + 1) & t->mask;
     }
-    id = atomic_load_explicit(&next_id, memory_order_relaxed) + 1;
-    // Full (or a table that could not grow is three quarters full): the event goes without a
-    // stack rather than not at all.
-    if (id > HL_STACK_NODES || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
-        id = 0;
-        goto out;
-    }
-    if (!chunks[id >> HL_CHUNK_SHIFT] &&
-        !(chunks[id >> HL_CHUNK_SHIFT] = os_map(HL_CHUNK_NODES * sizeof(node_t)))) {
-        id = 0; // no memory: the event goes without a stack
-        goto out;
-    }
-    *node_at(id) = (node_t){ip, h, parent, depth};
-    atomic_store_explicit(&next_id, id, memory_order_release);
-    atomic_store_explicit(&t->slot[i], id, memory_order_release);
-    if ((uint64_t)id * 2 > (uint64_t)t->mask + 1)
-        grow(t, id);
-out:
-    stacks_unlock();
-    return id;
+    return 0;
 }
 
-// The node for (parent, ip) whose path hash is h, made if new. 0 when the nodes are used up.
-static inline uint32_t node_get(uint32_t parent, uintptr_t ip, uint64_t h, uint32_t depth) {
-    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
-    uint32_t i = (uint32_t)h & t->mask, id;
-    while ((id = atomic_load_explicit(&t->slot[i], memory_order_acquire)) != 0) {
-        if (node_is(id, parent, ip, h))
-            return id;
-        i = (i + 1) & t->mask;
+// Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, whose path
+// hash is h, none of which can exist yet (their outermost is not in the table, and a node's
+// children are made after it). Ids are consecutive, so the nodes are written in order and the
+// writer reads them back in order. 0 when the nodes are used up (or memory is): the event goes
+// without a stack rather than not at all.
+static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
+                                   const uintptr_t* ips, int k, uint32_t* node_of) {
+    table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint32_t id = atomic_load_explicit(&next_id, memory_order_relaxed);
+    for (int j = k - 1; j >= 0; j--) {
+        id++;
+        // A table that could not grow is seven eighths full: stop there.
+        if (id > HL_STACK_NODES || (uint64_t)id * 8 > (uint64_t)(t->mask + 1) * 7)
+            return 0;
+        // The first chunk faults in as it fills (most programs need a part of it); a later one
+        // is made present in one call, not one fault per page.
+        if (!chunks[id >> HL_CHUNK_SHIFT] &&
+            !(chunks[id >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))
+            return 0;
+        h = path_mix(h, ips[j]);
+        *node_at(id) = (node_t){ips[j], h, parent, ++depth};
+        atomic_store_explicit(&next_id, id, memory_order_release);
+        place(t, id, h);
+        if ((uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
+            grow(t, id);
+            t = atomic_load_explicit(&table, memory_order_acquire);
+        }
+        parent = id;
+        if (node_of)
+            node_of[j] = id;
     }
-    return node_make(parent, ip, h, depth);
+    return parent;
+}
+
+// Frames [0, k) of ips (innermost first) called from the node base (0: the root), whose path
+// hash is h and depth `depth`. Every frame's slot is computed and its cache line requested
+// first, so the probes' cache misses overlap instead of following one another (a stack never
+// seen has a miss per frame); the frames found are then followed from the outermost, and once
+// one is missing, all inside it are new and made under one lock without probing again. The
+// path hashes are computed again rather than kept: an array of them would take 2 KiB more of
+// the program's stack on every allocation.
+static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const uintptr_t* ips,
+                             int k, uint32_t* node_of) {
+    const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
+    uint64_t x = h;
+    for (int j = k - 1; j >= 0; j--) {
+        x = path_mix(x, ips[j]);
+        __builtin_prefetch((const void*)&t->slot[(uint32_t)x & t->mask], 1);
+    }
+    int j = k - 1;
+    for (; j >= 0; j--, depth++) {
+        x = path_mix(h, ips[j]);
+        uint32_t id = node_find(t, base, ips[j], x);
+        if (!id)
+            break;
+        base = id;
+        h = x;
+        if (node_of)
+            node_of[j] = id;
+    }
+    if (j < 0)
+        return base;
+    stacks_lock();
+    // Another thread may have made some of them meanwhile; under the lock no one else makes any.
+    t = atomic_load_explicit(&table, memory_order_acquire);
+    for (; j >= 0; j--, depth++) {
+        x = path_mix(h, ips[j]);
+        uint32_t id = node_find(t, base, ips[j], x);
+        if (!id)
+            break;
+        base = id;
+        h = x;
+        if (node_of)
+            node_of[j] = id;
+    }
+    uint32_t id = j < 0 ? base : nodes_make(base, h, depth, ips, j + 1, node_of);
+    stacks_unlock();
+    return id;
 }
 
 uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
     const table_t* t = atomic_load_explicit(&table, memory_order_acquire);
     if (hl_unlikely(!t || n <= 0))
         return 0;
+    if (hl_unlikely(n > HL_MAX_DEPTH))
+        n = HL_MAX_DEPTH; // the outermost frames beyond it go, as a walk stopped there
     uint64_t h = 0;
     for (int i = n - 1; i >= 0; i--)
         h = path_mix(h, ips[i]);
     // Seen before: the whole path's hash finds its innermost node at once.
-    uint32_t i = (uint32_t)h & t->mask;
-    for (;;) {
-        uint32_t id = atomic_load_explicit(&t->slot[i], memory_order_acquire);
-        if (id == 0)
+    uint32_t i = (uint32_t)h & t->mask, tag = slot_tag(h);
+    for (;; i = (i + 1) & t->mask) {
+        uint32_t v = atomic_load_explicit(&t->slot[i], memory_order_acquire);
+        if (v == 0)
             break;
+        if ((v & ~HL_ID_MASK) != tag)
+            continue;
+        uint32_t id = v & HL_ID_MASK;
         const node_t* nd = node_at(id);
         if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
-            if (node_of) { // the callers' nodes, by walking up once
-                uint32_t up = id;
-                for (int k = 0; k < n && up; k++, up = node_at(up)->parent)
-                    node_of[k] = up;
+            // The callers' nodes are not looked for: walking up the parents is a cache miss
+            // per frame, one after the other, for nodes a later walk seldom needs (it finds one
+            // by its path when it does: 0 says unknown).
+            if (node_of) {
+                node_of[0] = id;
+                memset(node_of + 1, 0, (size_t)(n - 1) * sizeof *node_of);
             }
             return id;
         }
-        i = (i + 1) & t->mask;
     }
-    uint32_t parent = 0;
-    uint64_t ph = 0;
-    for (int k = n - 1; k >= 0; k--) {
-        ph = path_mix(ph, ips[k]);
-        parent = node_get(parent, ips[k], ph, (uint32_t)(n - k));
-        if (!parent)
-            return 0;
-        if (node_of)
-            node_of[k] = parent;
-    }
-    return parent;
+    return intern_above(0, 0, 0, ips, n, node_of);
 }
 
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of) {
     if (hl_unlikely(!atomic_load_explicit(&table, memory_order_relaxed) || !base))
         return 0;
-    uint64_t h = node_at(base)->path_hash;
-    uint32_t depth = node_at(base)->depth;
-    for (int i = k - 1; i >= 0 && base; i--) {
-        h = path_mix(h, inner[i]);
-        base = node_get(base, inner[i], h, ++depth);
-        if (node_of)
-            node_of[i] = base;
-    }
-    return base;
+    if (k <= 0)
+        return base;
+    const node_t* b = node_at(base);
+    if (hl_unlikely(b->depth + (uint32_t)k > HL_MAX_DEPTH))
+        return 0; // walks stop at HL_MAX_DEPTH frames: not a stack this table holds
+    return intern_above(base, b->path_hash, b->depth, inner, k, node_of);
+}
+
+uint32_t stack_innermost(uint32_t id, int k) {
+    if (id == 0 || id > atomic_load(&next_id) || k <= 0 || node_at(id)->depth <= (uint32_t)k)
+        return id;
+    uintptr_t ips[HL_MAX_DEPTH];
+    int n = 0;
+    for (uint32_t up = id; up && n < k; up = node_at(up)->parent)
+        ips[n++] = node_at(up)->ip;
+    return stack_intern(ips, n, NULL);
 }
 
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {

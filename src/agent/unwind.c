@@ -463,6 +463,7 @@ typedef struct recent_s {
     uint8_t index[HL_RECENT_INDEX]; // hash of (ip, sp) of frame 0 -> walk + 1 (0: none)
     int latest; // the walk taken last
     unsigned generation; // recent_generation when these were walked
+    unsigned latest_seq; // the thread's capture count when latest was taken or found
 } recent_t;
 
 // A new trace may unwind to another depth (a `depth` command): the walks before it are not
@@ -476,6 +477,7 @@ void unwind_forget_recent(void) {
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
     recent_t recent[2];
+    unsigned seq; // captures so far, of either kind
 } unwind_state_t;
 
 static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
@@ -615,8 +617,6 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     return n;
 }
 
-#define HL_RELEASE_DEPTH 16
-
 // The general unwinder's path, out of line: its 2 KiB array of frames must not sit in every
 // capture's frame, where it would push the walk below it deeper into the program's stack on
 // each allocation (a recursion near its stack limit would lose levels to it).
@@ -627,13 +627,21 @@ static HL_NOINLINE HL_COLD uint32_t capture_general(int max) {
 
 static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uintptr_t ip, sp, rbp;
-    // A release stack only ever names where a block was freed before, in a report of a double
-    // free: its innermost frames say it, as memcheck's 12 do. The full depth is for allocations.
-    int max = which == 1 && hl_opt.depth > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : hl_opt.depth;
+    // A release stack is cut to its innermost frames when a report names it (stacks.h:
+    // HL_RELEASE_DEPTH). Right after an allocation it is taken at full depth from that
+    // allocation's walk: a block freed where it was made shares all its frames but the
+    // innermost, walked and interned once. After another release it is taken cut (a release
+    // walk after a release walk rarely shares its outer frames, and a teardown by recursion
+    // would make a full path of new nodes per block where the cut windows repeat).
+    int max = hl_opt.depth;
     unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
-        return capture_general(max);
+        return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     recent_t* rc = &st->recent[which];
+    const recent_t* other = &st->recent[which ^ 1];
+    int after_other = other->latest_seq > rc->latest_seq;
+    if (which == 1 && !after_other && max > HL_RELEASE_DEPTH)
+        max = HL_RELEASE_DEPTH;
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(rc->generation != generation)) {
         memset(rc->index, 0, sizeof rc->index);
@@ -646,11 +654,16 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
         last_stack_t* seen = &rc->walks[rc->index[at] - 1];
         if (seen->n > 0 && seen->sps[0] == sp && seen->ips[0] == ip && tail_still_valid(seen, 0)) {
             rc->latest = rc->index[at] - 1;
+            rc->latest_seq = ++st->seq;
             return seen->id; // the very stack of a recent call
         }
     }
-    // Walk into the slot after the latest, reusing the latest walk's outer frames.
+    // Walk into the slot after the latest, reusing the outer frames of the thread's latest walk
+    // of either kind (a free just after an allocation in the same function shares all but one).
     const last_stack_t* last = &rc->walks[rc->latest];
+    const last_stack_t* theirs = &other->walks[other->latest];
+    if (after_other && other->generation == generation && (theirs->is_complete || theirs->n >= max))
+        last = theirs; // not a release walk cut short: its outer frames are the whole stack's
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
@@ -665,6 +678,9 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     if (fresh->reused_at > 0) {
         // The outer frames are the previous stack's: start from its node for them.
         uint32_t base = fresh->nodes[fresh->reused_at];
+        if (!base) // not known (the stack it came from was found whole): one probe by its path
+            base = fresh->nodes[fresh->reused_at] =
+                stack_intern(fresh->ips + fresh->reused_at, n - fresh->reused_at, NULL);
         if (base)
             fresh->id = stack_extend(base, fresh->ips, fresh->reused_at, fresh->nodes);
     }
@@ -675,6 +691,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
         return 0;
     }
     rc->latest = slot;
+    rc->latest_seq = ++st->seq;
     rc->index[at] = (uint8_t)(slot + 1);
     return fresh->id;
 }

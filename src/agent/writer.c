@@ -1070,6 +1070,7 @@ void writer_modules_changed(void) {
 void writer_put_error_locked(int kind, uint32_t thread, uint32_t call_stack, uintptr_t addr, int fn,
                              const hl_block_t* block, uint32_t release_stack) {
     preamble();
+    release_stack = stack_innermost(release_stack, HL_RELEASE_DEPTH); // taken at full depth
     ensure_stack(call_stack);
     ensure_stack(release_stack);
     if (block)
