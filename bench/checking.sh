@@ -22,13 +22,8 @@ log() { printf '%s\n' "$*" >&2; }
 [ -x "$heaplens" ] || { log "checking: $heaplens not built"; exit 1; }
 mkdir -p "$B" || exit 1
 
-NOFP="-O2 -g -fomit-frame-pointer"
-build_one() { # OUT SRC COMPILER FLAGS...
-    local out=$1 src=$2; shift 2
-    if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
-        "$@" -o "$out" "$src" || { log "checking: cannot build $out"; rm -f "$out"; return 1; }
-    fi
-}
+BENCH_NAME=checking
+. "$here/lib.sh"
 build_one "$B/measure" "$here/measure.c" gcc -O2 -Wall || exit 1
 build_one "$B/churn_mix" "$here/churn_mix.c" gcc $NOFP || exit 1
 build_one "$B/tree" "$here/tree.c" gcc $NOFP || exit 1

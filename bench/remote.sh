@@ -25,13 +25,8 @@ log() { printf '%s\n' "$*" >&2; }
 [ -x "$heaplens" ] || { log "remote: $heaplens not built"; exit 1; }
 mkdir -p "$B" || exit 1
 
-NOFP="-O2 -g -fomit-frame-pointer"
-build_one() { # OUT SRC COMPILER FLAGS...
-    local out=$1 src=$2; shift 2
-    if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
-        "$@" -o "$out" "$src" || { log "remote: cannot build $out"; rm -f "$out"; return 1; }
-    fi
-}
+BENCH_NAME=remote
+. "$here/lib.sh"
 build_one "$B/measure" "$here/measure.c" gcc -O2 -Wall || exit 1
 build_one "$B/churn_mix" "$here/churn_mix.c" gcc $NOFP || exit 1
 build_one "$B/churn_unique" "$here/churn_unique.c" gcc $NOFP || exit 1

@@ -47,13 +47,8 @@ log() { printf '%s\n' "$*" >&2; }
 # --- build the workloads: -O2 -g, no frame pointers (the tracers must unwind with CFI) -------
 CC=${CC:-gcc}
 CXX=${CXX:-g++}
-NOFP="-O2 -g -fomit-frame-pointer"
-build_one() { # OUT SRC COMPILER FLAGS...
-    local out=$1 src=$2; shift 2
-    if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
-        "$@" -o "$out" "$src" || { log "bench: cannot build $out"; rm -f "$out"; return 1; }
-    fi
-}
+BENCH_NAME=bench
+. "$here/lib.sh"
 build_one "$B/measure" "$here/measure.c" $CC -O2 -Wall || exit 1
 # A workload that does not build is reported as failed in its row; the others still run.
 build_one "$B/churn_deep" "$here/churn_deep.c" $CC $NOFP -pthread

@@ -159,6 +159,24 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
     return parent;
 }
 
+// Follows frames j, j-1 ... of ips down from the node *base while the table has them (moving
+// *base, its path hash *h and *depth along); returns the index of the first frame it lacks, or
+// -1 when it has them all.
+static inline int follow_known(const table_t* t, uint32_t* base, uint64_t* h, uint32_t* depth,
+                               const uintptr_t* ips, int j, uint32_t* node_of) {
+    for (; j >= 0; j--, (*depth)++) {
+        uint64_t x = path_mix(*h, ips[j]);
+        uint32_t id = node_find(t, *base, ips[j], x);
+        if (!id)
+            break;
+        *base = id;
+        *h = x;
+        if (node_of)
+            node_of[j] = id;
+    }
+    return j;
+}
+
 // Frames [0, k) of ips (innermost first) called from the node base (0: the root), whose path
 // hash is h and depth `depth`. Every frame's slot is computed and its cache line requested
 // first, so the probes' cache misses overlap instead of following one another (a stack never
@@ -174,32 +192,13 @@ static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const ui
         x = path_mix(x, ips[j]);
         __builtin_prefetch((const void*)&t->slot[(uint32_t)x & t->mask], 1);
     }
-    int j = k - 1;
-    for (; j >= 0; j--, depth++) {
-        x = path_mix(h, ips[j]);
-        uint32_t id = node_find(t, base, ips[j], x);
-        if (!id)
-            break;
-        base = id;
-        h = x;
-        if (node_of)
-            node_of[j] = id;
-    }
+    int j = follow_known(t, &base, &h, &depth, ips, k - 1, node_of);
     if (j < 0)
         return base;
     stacks_lock();
     // Another thread may have made some of them meanwhile; under the lock no one else makes any.
     t = atomic_load_explicit(&table, memory_order_acquire);
-    for (; j >= 0; j--, depth++) {
-        x = path_mix(h, ips[j]);
-        uint32_t id = node_find(t, base, ips[j], x);
-        if (!id)
-            break;
-        base = id;
-        h = x;
-        if (node_of)
-            node_of[j] = id;
-    }
+    j = follow_known(t, &base, &h, &depth, ips, j, node_of);
     uint32_t id = j < 0 ? base : nodes_make(base, h, depth, ips, j + 1, node_of);
     stacks_unlock();
     return id;

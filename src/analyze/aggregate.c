@@ -353,17 +353,8 @@ static void tl_widen(pass_t* p) {
     aggregate_t* a = p->a;
     for (long i = 0; 2 * i <= p->cur; i++) {
         ag_point_t x = a->timeline[2 * i];
-        if (2 * i + 1 <= p->cur) {
-            const ag_point_t* y = &a->timeline[2 * i + 1];
-            if (y->heap_bytes > x.heap_bytes) {
-                x.heap_bytes = y->heap_bytes;
-                x.heap_blocks = y->heap_blocks;
-            }
-            if (y->mapped_bytes > x.mapped_bytes)
-                x.mapped_bytes = y->mapped_bytes;
-            if (y->rss_bytes > x.rss_bytes)
-                x.rss_bytes = y->rss_bytes;
-        }
+        if (2 * i + 1 <= p->cur)
+            ag_point_merge(&x, &a->timeline[2 * i + 1]);
         a->timeline[i] = x;
     }
     if (p->cur >= 0)

@@ -35,6 +35,19 @@ typedef struct ag_point_s {
     uint64_t mapped_bytes, rss_bytes; // maxima of the bucket
 } ag_point_t;
 
+// A later bucket folded into *into, which then covers both: the higher heap with its blocks,
+// the higher mapping and RSS (into keeps its start).
+static inline void ag_point_merge(ag_point_t* into, const ag_point_t* later) {
+    if (later->heap_bytes > into->heap_bytes) {
+        into->heap_bytes = later->heap_bytes;
+        into->heap_blocks = later->heap_blocks;
+    }
+    if (later->mapped_bytes > into->mapped_bytes)
+        into->mapped_bytes = later->mapped_bytes;
+    if (later->rss_bytes > into->rss_bytes)
+        into->rss_bytes = later->rss_bytes;
+}
+
 typedef struct ag_site_s {
     uint32_t stack;
     int is_kept;                       // passes --filter (always 1 without one)

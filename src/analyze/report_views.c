@@ -177,17 +177,8 @@ static void text_timeline(FILE* out, report_ctx_t* c, const aggregate_t* a) {
             "rss");
     for (size_t i = 0; i < n; i += per) {
         ag_point_t p = a->timeline[i];
-        for (size_t j = i + 1; j < i + per && j < n; j++) {
-            const ag_point_t* q = &a->timeline[j];
-            if (q->heap_bytes > p.heap_bytes) {
-                p.heap_bytes = q->heap_bytes;
-                p.heap_blocks = q->heap_blocks;
-            }
-            if (q->mapped_bytes > p.mapped_bytes)
-                p.mapped_bytes = q->mapped_bytes;
-            if (q->rss_bytes > p.rss_bytes)
-                p.rss_bytes = q->rss_bytes;
-        }
+        for (size_t j = i + 1; j < i + per && j < n; j++)
+            ag_point_merge(&p, &a->timeline[j]);
         fprintf(out, "  %12.3f  %15s  %10s  %15s  %15s  ", (double)p.time_ns / 1e6,
                 report_commas(x, sizeof x, p.heap_bytes), report_commas(y, sizeof y, p.heap_blocks),
                 report_commas(z, sizeof z, p.mapped_bytes), report_commas(r, sizeof r, p.rss_bytes));

@@ -489,6 +489,18 @@ static int execute(shell_t* s, char* line) {
     return 0;
 }
 
+// The connected socket as the shell's two streams: 0, or 1 (said).
+static int take_connection(shell_t* s, int fd) {
+    int fd2 = dup(fd);
+    s->to = fdopen(fd, "w");
+    s->from = fd2 >= 0 ? fdopen(fd2, "r") : NULL;
+    if (!s->to || !s->from) {
+        cli_error("shell: out of memory");
+        return 1;
+    }
+    return 0;
+}
+
 static int connect_to(shell_t* s, const char* path) {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path) {
@@ -510,14 +522,7 @@ static int connect_to(shell_t* s, const char* path) {
             cli_error("shell: cannot connect to %s: %s", path, strerror(err));
         return 1;
     }
-    int fd2 = dup(fd);
-    s->to = fdopen(fd, "w");
-    s->from = fd2 >= 0 ? fdopen(fd2, "r") : NULL;
-    if (!s->to || !s->from) {
-        cli_error("shell: out of memory");
-        return 1;
-    }
-    return 0;
+    return take_connection(s, fd);
 }
 
 // The trace, as the process wrote it: through its descriptor when this user may (any
@@ -659,13 +664,8 @@ static int connect_collector(shell_t* s, const char* token) {
         cli_error("shell: no collector answers at %s: %s", addr, strerror(errno));
         return 1;
     }
-    int fd2 = dup(fd);
-    s->to = fdopen(fd, "w");
-    s->from = fd2 >= 0 ? fdopen(fd2, "r") : NULL;
-    if (!s->to || !s->from) {
-        cli_error("shell: out of memory");
+    if (take_connection(s, fd) != 0)
         return 1;
-    }
     if (token && send_token(s->to, token) != 0)
         return 1;
     char ans[SHELL_LINE];
