@@ -33,6 +33,7 @@
 #include "../analyze/reader.h"
 #include "../common/private_dir.h"
 #include "cli.h"
+#include "remote.h"
 #include "rundir.h"
 
 #include "server.h"
@@ -118,22 +119,10 @@ static int listen_unix(server_t* s, const char* path) {
 // tcp:HOST:PORT (HOST may be [v6]; an empty HOST or PORT: 127.0.0.1 and a free port).
 static int listen_tcp(server_t* s, const char* spec) {
     char host[256] = "127.0.0.1", port[16] = "0";
-    const char* colon = strrchr(spec, ':');
-    size_t hlen = colon ? (size_t)(colon - spec) : strlen(spec);
-    if (hlen >= sizeof host || (colon && strlen(colon + 1) >= sizeof port)) {
+    if (remote_split_tcp(spec, host, sizeof host, port, sizeof port) != 0) {
         cli_error("server: bad address tcp:%s", spec);
         return -1;
     }
-    if (hlen) {
-        memcpy(host, spec, hlen);
-        host[hlen] = 0;
-        if (host[0] == '[' && host[hlen - 1] == ']') {
-            memmove(host, host + 1, hlen - 2);
-            host[hlen - 2] = 0;
-        }
-    }
-    if (colon && colon[1])
-        strcpy(port, colon + 1);
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo* ai = NULL;
     int gai = getaddrinfo(host, port, &hints, &ai);
@@ -176,35 +165,6 @@ static int listen_tcp(server_t* s, const char* spec) {
     return fd;
 }
 
-// The token file is a secret: the user's own regular file, readable by nobody else.
-static int load_token(server_t* s, const char* path) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        cli_error("server: --token %s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-        cli_error("server: --token %s must be a file of yours that nobody else may read (0600)",
-                  path);
-        close(fd);
-        return -1;
-    }
-    ssize_t n = read(fd, s->token, sizeof s->token - 1);
-    close(fd);
-    while (n > 0 && (s->token[n - 1] == '\n' || s->token[n - 1] == '\r' || s->token[n - 1] == ' '))
-        n--;
-    if (n <= 0) {
-        cli_error("server: --token %s is empty", path);
-        return -1;
-    }
-    s->token[n] = 0;
-    s->token_len = (size_t)n;
-    return 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Connections
 // ---------------------------------------------------------------------------------------------
@@ -219,13 +179,6 @@ static int open_part(server_t* s, conn_t* c) {
     }
     return -1;
 }
-
-// The process a trace is of, from its INFO record (the first of its first chunk): decoding
-// stops there, so naming a trace costs the same whatever its size.
-typedef struct trace_process_s {
-    char prog[128]; // the executable's file name, '/' never in it
-    unsigned long long pid;
-} trace_process_t;
 
 static int take_info(const rd_record_t* r, void* arg) {
     if (r->tag != REC_INFO)
@@ -245,14 +198,19 @@ static int take_info(const rd_record_t* r, void* arg) {
     return 1;
 }
 
+int server_read_process(const char* path, trace_process_t* p) {
+    rd_result_t res;
+    rd_read_file(path, take_info, p, &res); // a stream cut short still names its process
+    return p->pid ? 0 : -1;
+}
+
 // The trace's final name, from its process record: heaplens.PROG.PID.hl, then .1, .2 ... as
 // heaplens run does; nothing existing is replaced (renameat2's RENAME_NOREPLACE).
 static void name_trace(server_t* s, conn_t* c) {
     char full[4096], final[512];
     snprintf(full, sizeof full, "%s/%s", s->dir, c->part);
     trace_process_t proc = {.prog = "remote"};
-    rd_result_t res;
-    rd_read_file(full, take_info, &proc, &res); // a stream cut short still names its process
+    server_read_process(full, &proc);
     const char* prog = proc.prog;
     unsigned long long pid = proc.pid;
     for (int n = 0; n < 1000; n++) {
@@ -542,8 +500,12 @@ int cmd_server(int argc, char** argv) {
         cli_error("server: --listen ADDR is required (unix:PATH or tcp:HOST:PORT)");
         return 2;
     }
-    if (token_path && load_token(&s, token_path) != 0)
-        return 2;
+    if (token_path) {
+        int n = remote_read_token("server", token_path, s.token);
+        if (n < 0)
+            return 2;
+        s.token_len = (size_t)n;
+    }
     s.dir_fd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s.dir_fd < 0) {
         cli_error("server: %s: %s", s.dir, strerror(errno));

@@ -7,9 +7,8 @@
 // Interactive on a terminal (a prompt; `help` lists the commands), scriptable from stdin.
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "../analyze/symbols.h"
 #include "cli.h"
 #include "lineedit.h"
+#include "remote.h"
 
 #define SHELL_LINE 4096    // a command line, and an answer from the process
 #define SHELL_TOP_DEFAULT 10
@@ -587,31 +587,6 @@ static int find_trace(shell_t* s) {
     return 0;
 }
 
-// The collector's secret line, from a 0600 file of the user's (as heaplens server --token).
-static int send_token(FILE* to, const char* path) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    char token[257];
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 077)) {
-        cli_error("shell: --token %s must be a file of yours that nobody else may read (0600)",
-                  path);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    ssize_t n = read(fd, token, sizeof token - 1);
-    close(fd);
-    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-        n--;
-    if (n <= 0) {
-        cli_error("shell: --token %s is empty", path);
-        return -1;
-    }
-    token[n] = 0;
-    return fprintf(to, "HEAPLENS-TOKEN %s\n", token) < 0 ? -1 : 0;
-}
-
 // heaplens shell ADDR [PID]: through the collector at ADDR, to a process that sends it its
 // trace; without PID, the list of those. 0 when connected to the process, 1 on an error
 // (said), 2 when the list was printed.
@@ -632,21 +607,15 @@ static int connect_collector(shell_t* s, const char* token) {
         }
     } else {
         char host[256];
-        const char* h = addr + 4;
-        const char* colon = strrchr(h, ':');
-        size_t hl = colon ? (size_t)(colon - h) : 0;
-        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-            h++;
-            hl -= 2;
-        }
-        if (!colon || !hl || hl >= sizeof host) {
+        char port[16] = "";
+        host[0] = 0;
+        if (remote_split_tcp(addr + 4, host, sizeof host, port, sizeof port) != 0 || !host[0] ||
+            !port[0]) {
             cli_error("shell: expected tcp:HOST:PORT, got %s", addr);
             return 1;
         }
-        memcpy(host, h, hl);
-        host[hl] = 0;
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-        int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+        int rc = getaddrinfo(host, port, &hints, &ai);
         if (rc != 0) {
             cli_error("shell: %s: %s", addr, gai_strerror(rc));
             return 1;
@@ -666,7 +635,9 @@ static int connect_collector(shell_t* s, const char* token) {
     }
     if (take_connection(s, fd) != 0)
         return 1;
-    if (token && send_token(s->to, token) != 0)
+    char secret[REMOTE_TOKEN_MAX];
+    if (token && (remote_read_token("shell", token, secret) < 0 ||
+                  fprintf(s->to, "HEAPLENS-TOKEN %s\n", secret) < 0))
         return 1;
     char ans[SHELL_LINE];
     if ((s->pid > 0 ? fprintf(s->to, "HEAPLENS-SHELL %ld\n", s->pid)

@@ -8,11 +8,12 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "remote.h"
 #include "rundir.h"
 
 #define SERVER_MAX_CONNS 256    // targets streaming at once; more wait in the listen backlog
 #define SERVER_BUF_BYTES 65536  // one read per connection per poll round
-#define TOKEN_MAX 256           // a token file's content, and the token line's length bound
+#define TOKEN_MAX REMOTE_TOKEN_MAX // the token line's length bound
 #define TOKEN_WAIT_MS 5000      // a connection that sends no token line by then is dropped
 #define TOKEN_PREFIX "HEAPLENS-TOKEN "
 
@@ -59,6 +60,15 @@ typedef struct server_s {
     int is_tcp;
     conn_t conns[SERVER_MAX_CONNS];
 } server_t;
+
+// The process a trace is of, from its INFO record (the first of its first chunk): decoding
+// stops there, so it costs the same whatever the trace's size. 0, or -1 when it is not there
+// yet (p unchanged then).
+typedef struct trace_process_s {
+    char prog[128]; // the executable's file name, '/' never in it
+    unsigned long long pid;
+} trace_process_t;
+int server_read_process(const char* path, trace_process_t* p);
 
 // server_relay.c. Bytes of a connection past its token: decides what it is on its first bytes
 // and handles them (a trace's are written by the caller when this returns 1).

@@ -18,8 +18,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../analyze/reader.h"
-#include "../common/format.h"
 #include "server.h"
 
 #define CONTROL_GREETING "HEAPLENS-CONTROL "
@@ -39,13 +37,6 @@ static long parse_pid(const char* s) {
     return *s && !*end && pid > 0 && pid <= INT_MAX ? pid : -1;
 }
 
-static int take_pid(const rd_record_t* r, void* arg) {
-    if (r->tag != REC_INFO)
-        return 0;
-    *(long*)arg = (long)r->u[0];
-    return 1;
-}
-
 // The trace of pid this collector is writing now: the latest of its streams (a `start` after
 // `stop` opens a new one). Its process is read from its INFO record once there.
 static conn_t* current_trace(server_t* s, long pid) {
@@ -56,9 +47,10 @@ static conn_t* current_trace(server_t* s, long pid) {
             continue;
         if (!c->pid) {
             char path[PATH_MAX];
+            trace_process_t proc = {0};
             snprintf(path, sizeof path, "%s/%s", s->dir, c->part);
-            rd_result_t res;
-            rd_read_file(path, take_pid, &c->pid, &res);
+            if (server_read_process(path, &proc) == 0)
+                c->pid = (long)proc.pid;
         }
         if (c->pid == pid && (!best || c->serial > best->serial))
             best = c;
