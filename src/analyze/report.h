@@ -68,6 +68,9 @@ typedef struct report_leaks_s {
 int report_leaks(report_ctx_t* c, const suppressions_t* supp, report_leaks_t* out);
 
 void report_text(FILE* out, report_ctx_t* c, const report_opts_t* o);
+// A stack as the text report prints it (memcheck's "at 0x...: fn (file:line)", "by ..."), each
+// line after indent.
+void report_text_stack(FILE* out, report_ctx_t* c, uint32_t stack, const char* indent);
 // 1234567 -> "1,234,567" in out; returns out.
 const char* report_commas(char* out, size_t cap, unsigned long long v);
 int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o);

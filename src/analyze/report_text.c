@@ -19,16 +19,16 @@ const char* report_commas(char* out, size_t cap, unsigned long long v) {
     return out;
 }
 
-static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
+void report_text_stack(FILE* out, report_ctx_t* c, uint32_t stack, const char* indent) {
     const report_frame_t* fr;
     int n = report_stack(c, stack, &fr);
     if (n == 0) {
-        fprintf(out, P "   (no stack)\n");
+        fprintf(out, "%s(no stack)\n", indent);
         return;
     }
     for (int i = 0; i < n; i++) {
         const report_frame_t* f = &fr[i];
-        fprintf(out, P "   %s 0x%llx: ", i == 0 ? "at" : "by", f->address);
+        fprintf(out, "%s%s 0x%llx: ", indent, i == 0 ? "at" : "by", f->address);
         if (f->function)
             fprintf(out, "%s", f->function);
         else
@@ -41,6 +41,10 @@ static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
             fprintf(out, " [inlined]");
         fputc('\n', out);
     }
+}
+
+static void print_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
+    report_text_stack(out, c, stack, P "   ");
 }
 
 // What the program said through the heaplens API: its pauses, and its allocations by tag.

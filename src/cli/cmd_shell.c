@@ -308,25 +308,16 @@ int cli_control_field(const char* answer, const char* key, char* out, size_t cap
 
 static int find_trace(shell_t* s);
 
-// The watch events since the last look, a line each (the process answers "ok missed=N" and
-// then PTR KIND WHERE FUNCTION+OFFSET MODULE for each).
 // A watched block's release stack, from the trace (the process wrote its records when it
 // answered `events`): as the text report prints a stack.
 static void print_release_stack(const cli_trace_t* t, unsigned stack) {
-    const report_frame_t* fr;
     uint32_t id = stack ? idmap_find(&t->m->stack_ids, stack) : 0; // the model's number for it
-    int n = id ? report_stack(t->ctx, id, &fr) : 0;
-    for (int i = 0; i < n; i++) {
-        printf("    %s 0x%llx: %s", i == 0 ? "at" : "by", fr[i].address,
-               fr[i].function ? fr[i].function : "???");
-        if (fr[i].file)
-            printf(" (%s:%u)", fr[i].file, fr[i].line);
-        else if (fr[i].module)
-            printf(" (in %s)", fr[i].module);
-        printf("%s\n", fr[i].is_inlined ? " [inlined]" : "");
-    }
+    if (id)
+        report_text_stack(stdout, t->ctx, id, "    ");
 }
 
+// The watch events since the last look, a line each with the release's stack (the process
+// answers "ok missed=N" and then PTR KIND WHERE BASE FUNCTION+OFFSET MODULE STACK for each).
 static void show_events(shell_t* s) {
     char ans[SHELL_LINE];
     if (ask(s, "events", ans, sizeof ans) != 0)
