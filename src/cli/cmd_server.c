@@ -363,7 +363,6 @@ static void conn_accept(server_t* s) {
     c->out = -1;
     c->opened_ms = now_ms();
     c->serial = ++s->next_serial;
-    c->is_unix = sa.ss_family == AF_UNIX;
     if (sa.ss_family == AF_INET || sa.ss_family == AF_INET6) {
         char host[INET6_ADDRSTRLEN] = "?";
         int port = 0;

@@ -34,7 +34,6 @@ typedef struct conn_s {
     size_t head_len;
     char cmd[256]; // a shell's command line as it arrives (the target takes shorter ones)
     size_t cmd_len;
-    int is_unix;         // came over the UNIX listener (its peer's uid is known)
 } conn_t;
 
 enum conn_kind {
@@ -57,7 +56,6 @@ typedef struct server_s {
     long done_traces;
     uint64_t next_part;
     uint64_t next_serial;
-    int is_tcp;
     conn_t conns[SERVER_MAX_CONNS];
 } server_t;
 

@@ -71,7 +71,7 @@ static void answer_trace(server_t* s, conn_t* shell) {
 }
 
 static int may_drive(const server_t* s, const conn_t* c) {
-    if (!c->is_unix)
+    if (!s->unix_path[0]) // the listener is TCP's
         return s->token_len > 0;
     struct ucred cred;
     socklen_t len = sizeof cred;
