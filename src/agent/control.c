@@ -450,7 +450,7 @@ static void link_upstream(int pid) {
     int fd = sink_socket_connect(&link, greeting);
     if (fd < 0) {
         hl_log("no shell through the collector at %s: %s", hl_opt.remote,
-               link.why ? link.why : strerror(-fd));
+               link.why ? link.why : sink_error_text(-fd));
         return;
     }
     sink_fd_take(&upstream.s, fd);

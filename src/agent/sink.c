@@ -52,8 +52,7 @@ void sink_fd_close(hl_sink_t* s) {
     s->fd = -1;
 }
 
-// strerror's text without its locale machinery (which may allocate).
-static const char* error_text(int err) {
+const char* sink_error_text(int err) {
     const char* text = strerrordesc_np(err);
     return text ? text : "unknown error";
 }
@@ -65,7 +64,7 @@ static int open_file(int pid) {
         // One line that says which file and what went wrong; the session index learns that this
         // image wrote no trace, so the CLI adds no guess of its own.
         hl_log("cannot %s the trace file %s: %s; not tracing (the program runs on)",
-               sink.failed_to, sink.where, sink.why ? sink.why : error_text(-rc));
+               sink.failed_to, sink.where, sink.why ? sink.why : sink_error_text(-rc));
         session_note(pid, (int)getppid(), sink.where, 0);
         has_failed = 1;
         return -1;
@@ -78,7 +77,7 @@ static int open_file(int pid) {
 static int fall_back(int pid, const char* what, int err) {
     char where[HL_SINK_WHERE];
     memcpy(where, sink.where, sizeof where);
-    const char* why = sink.why ? sink.why : error_text(-err);
+    const char* why = sink.why ? sink.why : sink_error_text(-err);
     if (open_file(pid) != 0)
         return -1;
     hl_log("cannot %s the collector %s (%s): tracing to %s instead", what, where, why, sink.where);
@@ -149,7 +148,7 @@ int sink_write_chunk(const uint8_t* buf, size_t len) {
 int sink_fall_back(const char* cannot) {
     char where[HL_SINK_WHERE];
     memcpy(where, sink.where, sizeof where);
-    const char* why = error_text(-lost_error);
+    const char* why = sink_error_text(-lost_error);
     int pid = (int)getpid();
     if (!cannot) {
         int saved_errno = errno;
@@ -162,7 +161,7 @@ int sink_fall_back(const char* cannot) {
                    sink.where);
             return 0;
         }
-        cannot = sink.why ? sink.why : error_text(-rc);
+        cannot = sink.why ? sink.why : sink_error_text(-rc);
     }
     hl_log("the collector %s went away (%s) and %s; tracing stops here, the program goes on",
            where, why, cannot);

@@ -50,6 +50,9 @@ extern const hl_sink_ops_t hl_sink_socket; // sink_socket.c
 // descriptor (not yet taken), or -errno (s->why, s->where as for open). The control socket's
 // link through the collector uses it too (control.c).
 int sink_socket_connect(hl_sink_t* s, const char* greeting);
+// strerror's text without its locale machinery (which may allocate): what s->why says when open
+// gave an errno.
+const char* sink_error_text(int err);
 
 // The front (sink.c). The socket sink when HEAPLENS_REMOTE names a collector, else the file.
 int sink_open(void); // the sink and the trace's header: 0, or -1 (said why; tracing stops)
