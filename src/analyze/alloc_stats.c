@@ -31,7 +31,8 @@ const char* as_source_name(int source) {
 
 static void arenas_of(as_arenas_t* a, const rd_record_t* r) {
     a->listed = r->nsegs <= HL_AS_ARENAS_MAX ? r->nsegs : HL_AS_ARENAS_MAX;
-    memcpy(a->v, r->segs, (size_t)a->listed * HL_AS_ARENA_FIELDS * sizeof(uint64_t));
+    if (a->listed) // a record without arenas carries no segment array at all
+        memcpy(a->v, r->segs, (size_t)a->listed * HL_AS_ARENA_FIELDS * sizeof(uint64_t));
 }
 
 // Keeps one record in `stride`; when the array is full, every other one goes and the stride

@@ -727,6 +727,16 @@ TEST(allocator_stats_beside_the_heap) {
         model_free(&m);
         free(b);
     }
+    // the first record of a trace lists no arenas (another allocator): no arena array exists yet
+    b = new_buf();
+    rec_alloc_stats(b, 20, HL_AS_SRC_NONE, 1u << HL_AS_VM_RSS, HL_AS_COUNT, v, 0, 0, 0, 0);
+    rec_end(b, 50);
+    write_file(file, trace_file(file, sizeof file, b));
+    ASSERT_TRUE(model_load(&m, tmp_path) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt);
+    EXPECT_TRUE(m.alloc_stats.records == 1 && m.alloc_stats.peak_arenas.listed == 0);
+    model_free(&m);
+    free(b);
     b = new_buf(); // a count of a million values in a record of a few bytes
     tag(b, REC_ALLOC_STATS);
     dt(b, 20);
