@@ -57,9 +57,11 @@ static void expand(char* out, size_t cap, const char* tmpl, int pid) {
     out[o] = 0;
 }
 
-// An earlier trace may hold a name (of a run before, or of a process before with the same pid);
-// a thousand of them means something else is wrong.
+// Creates that lose a race for a free name (processes starting at once) before giving up: a
+// thousand of them means something else is wrong.
 #define HL_TRACE_NAME_TRIES 1000
+// The suffixes stop there (a name per process of a run of many: a build, a test suite).
+#define HL_TRACE_SUFFIX_MAX (1 << 30)
 
 // What stands at a trace's name when it is not a regular file, for the line refusing it.
 static const char* kind_of(unsigned mode) {
@@ -81,6 +83,39 @@ static const char* kind_of(unsigned mode) {
     }
 }
 
+static void name_at(hl_sink_t* s, const char* base, int k) {
+    if (k == 0)
+        hl_fmt(s->where, sizeof s->where, "%s", base);
+    else
+        hl_fmt(s->where, sizeof s->where, "%s.%d", base, k);
+}
+
+static int name_is_taken(hl_sink_t* s, const char* base, int k) {
+    struct stat st;
+    name_at(s, base, k);
+    return fstatat(AT_FDCWD, s->where, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+// The first suffix free after those of earlier traces (BASE.1 ... BASE.k, made one after the
+// other): found in 2 log2(k) lookups by doubling then halving, not k. A run of many processes
+// with one -o name made the thousandth process try a thousand names, and the next ones none.
+static int first_free_suffix(hl_sink_t* s, const char* base) {
+    int taken = 0, step = 1;
+    while (taken <= HL_TRACE_SUFFIX_MAX - step && name_is_taken(s, base, taken + step)) {
+        taken += step;
+        step *= 2;
+    }
+    int free_at = taken + step; // free, or past the last suffix there is
+    while (free_at - taken > 1) {
+        int mid = taken + (free_at - taken) / 2;
+        if (name_is_taken(s, base, mid))
+            taken = mid;
+        else
+            free_at = mid;
+    }
+    return free_at;
+}
+
 // Creates the trace at BASE, or at BASE.1, BASE.2... when a regular file (an earlier trace) has
 // the name: always a new file (O_EXCL), never through a symbolic link (O_NOFOLLOW), readable by
 // its owner only, as a core dump is: it holds addresses, paths and arguments. Anything else at
@@ -89,11 +124,13 @@ static const char* kind_of(unsigned mode) {
 // Returns the descriptor, or -errno with s->where the name tried and s->why what was there
 // when that is the reason.
 static int create_trace(hl_sink_t* s, const char* base) {
-    for (int attempt = 0; attempt < HL_TRACE_NAME_TRIES; attempt++) {
-        if (attempt == 0)
-            hl_fmt(s->where, sizeof s->where, "%s", base);
-        else
-            hl_fmt(s->where, sizeof s->where, "%s.%d", base, attempt);
+    int k = 0;
+    for (int attempt = 0; attempt < HL_TRACE_NAME_TRIES; attempt++, k++) {
+        if (attempt == 1)
+            k = first_free_suffix(s, base);
+        if (k > HL_TRACE_SUFFIX_MAX)
+            break;
+        name_at(s, base, k);
         int fd = (int)sys_open(s->where, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600);
         if (fd >= 0)
             return fd;

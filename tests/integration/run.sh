@@ -437,6 +437,35 @@ else
     fail "fork_child: child trace" "no trace file for the child (children: '$CHILD_TRACE')"
 fi
 
+# One -o name for a run of many processes (a build, a test suite): each takes the first free
+# suffix, past a thousand of them, and no earlier file is touched. 1100 programs, each traced.
+D=$WORK/many_names
+mkdir -p "$D"
+(cd "$D" && timeout -k 5 120 "$HL" run -q -o t.hl -- /bin/sh -c \
+    'i=0; while [ $i -lt 1100 ]; do /bin/true || exit 1; i=$((i + 1)); done' >"$D/stdout" 2>"$D/stderr" </dev/null)
+ST=$?
+missing=$(i=1; while [ $i -le 1100 ]; do [ -s "$D/t.hl.$i" ] || echo "t.hl.$i"; i=$((i + 1)); done | head -3)
+if [ $ST -eq 0 ] && [ -s "$D/t.hl" ] && [ -z "$missing" ] && [ ! -e "$D/t.hl.1101" ] && [ ! -s "$D/stderr" ]; then
+    pass "one -o name, 1100 processes: t.hl, t.hl.1 ... t.hl.1100, no line on stderr"
+else
+    fail "one -o name, 1100 processes" "status $ST, missing: ${missing:-none}, stderr: $(head -c 300 "$D/stderr")"
+fi
+"$HL" report -q --json "$D/last.json" "$D/t.hl.1100" >/dev/null 2>&1 &&
+    check "many_names (the 1100th trace)" "$D/last.json" "end['how'] == 'exit'" "end['value'] == 0"
+# Earlier files with a gap among them (the root's own name is replaced, as on any run): the
+# child's trace takes a free suffix; none of the earlier files changes.
+for n in u.hl.1 u.hl.2 u.hl.3 u.hl.4 u.hl.6; do echo "earlier $n" >"$D/$n"; done
+(cd "$D" && timeout -k 5 "$TIMEOUT" "$HL" run -q -o u.hl -- "$PROGS/fork_child" >/dev/null 2>&1 </dev/null)
+kept=1
+for n in u.hl.1 u.hl.2 u.hl.3 u.hl.4 u.hl.6; do [ "$(cat "$D/$n")" = "earlier $n" ] || kept=0; done
+new=$(cd "$D" && ls u.hl.5 u.hl.7 2>/dev/null | head -1)
+if [ $kept = 1 ] && [ -n "$new" ] && "$HL" report -q --json "$D/u.json" "$D/$new" >/dev/null 2>&1; then
+    pass "one -o name, a gap among earlier traces: the child's is $new, the five earlier files as they were"
+    check "many_names (the child's trace)" "$D/u.json" "process['fork_child'] == True"
+else
+    fail "one -o name, a gap among earlier traces" "kept=$kept new='$new': $(ls "$D" | grep '^u' | tr '\n' ' ')"
+fi
+
 hl exec_follow --default-trace -- exec_parent
 expect_status "exec_parent" 7
 expect_stdout "exec_parent" "exec_parent: exec
