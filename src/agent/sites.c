@@ -59,8 +59,12 @@ static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
     return (uint32_t)(h >> 32);
 }
 
+// A page at first: the few sites of a short process with a second size each fault in one page,
+// not one per site across a larger table.
+#define HL_SITES_FIRST_SLOTS (4096u / sizeof(site_slot_t))
+
 static HL_COLD int grow(void) {
-    uint32_t cap = slots ? (mask + 1) * 2 : 4096;
+    uint32_t cap = slots ? (mask + 1) * 2 : HL_SITES_FIRST_SLOTS;
     // Probed at random: past a few MiB in huge pages, so a probe is not a page walk as well
     // (a program with millions of call paths has as many sites).
     site_slot_t* fresh = os_map_dense_huge((size_t)cap * sizeof *fresh);

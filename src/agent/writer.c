@@ -98,17 +98,42 @@ int writer_thread_id(void) {
     return atomic_load(&writer_running) ? writer_tid : 0;
 }
 
+// writer_mutex: 0 free, 1 held, 2 held while a thread may sleep for it. A pass is short and a
+// waiter yields a few times first; the exit's scan and a trace's end hold the lock for a
+// millisecond or more, and a waiter spinning through them (the writer, woken meanwhile) took a
+// CPU from the program's other processes (make -j2) for as long.
 // A thread waiting here parks when the writer stops the world (a scan from the control socket
-// holds the lock while it waits for every thread to park).
+// holds the lock while it waits for every thread to park): the stop's signal ends its sleep, and
+// a sleep is at most HL_LOCK_NAP_NS, should the signal come just before it.
+#define HL_LOCK_SPINS 16
+#define HL_LOCK_NAP_NS 1000000L
 void writer_lock(void) {
-    while (atomic_exchange_explicit(&writer_mutex, 1, memory_order_acquire)) {
+    int v = 0;
+    if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+        return;
+    for (int spins = 0;; spins++) {
         if (hl_unlikely(thread_self()->park_pending))
             scan_park_self();
-        sched_yield();
+        if (spins < HL_LOCK_SPINS) {
+            v = 0;
+            if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1,
+                                                        memory_order_acquire,
+                                                        memory_order_relaxed))
+                return;
+            sched_yield();
+            continue;
+        }
+        // Taken as 2 from here: whoever takes it after a sleep cannot know it is the last
+        // sleeper, so its unlock wakes one more.
+        if (atomic_exchange_explicit(&writer_mutex, 2, memory_order_acquire) == 0)
+            return;
+        os_futex_wait(&writer_mutex, 2, HL_LOCK_NAP_NS);
     }
 }
 void writer_unlock(void) {
-    atomic_store_explicit(&writer_mutex, 0, memory_order_release);
+    if (atomic_exchange_explicit(&writer_mutex, 0, memory_order_release) == 2)
+        os_futex_wake(&writer_mutex, 1);
 }
 
 // ---------------------------------------------------------------------------------------------
