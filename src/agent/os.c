@@ -106,11 +106,9 @@ static void* map_flags(size_t size, int extra) {
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-// Below that, the pages a table uses fault in as written: a short process fills a few of them.
-#define HL_POPULATE_MIN (1u << 20)
 void* os_map_dense(size_t size) {
     void* p = map_flags(size, 0);
-    if (p && size >= HL_POPULATE_MIN)
+    if (p)
         syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE);
     return p;
 }

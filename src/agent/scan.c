@@ -743,7 +743,7 @@ static void push_regs(roots_t* rs, const hl_thread_roots_t* r) {
 }
 
 static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* maps, size_t nmaps,
-                         const scan_blocks_t* b, const hl_thread_roots_t* self, int all_stopped) {
+                         const scan_blocks_t* b, const hl_thread_roots_t* self) {
     // Registers: held in the agent's own memory, which add_root would cut out as a hole.
     push_regs(rs, self);
     for (size_t i = 0; i < b->n; i++) // blocks the program asked never to be reported
@@ -801,10 +801,9 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
         add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);
     }
 
-    // Every root must still be mapped: keep only what mincore confirms, page by page runs. With
-    // every other thread stopped before the maps were read, nothing can have been unmapped since.
-    if (all_stopped)
-        return;
+    // Every root must still be mapped: keep only what mincore confirms, page by page runs. (With
+    // every other thread stopped some still go: reading the maps may have unmapped the agent's
+    // own buffer they list, and a clone sharing the memory is no thread to stop.)
     size_t kept = 0;
     static unsigned char vec[4096];
     for (size_t r = 0; r < rs->n; r++) {
@@ -960,7 +959,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     if (!rs.r)
         goto no_memory;
     size_t nvt = 0;
-    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self, req->all_stopped);
+    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self);
     if (rs.is_short)
         goto no_memory;
     lc_input_t in = {.starts = b.starts,

@@ -119,8 +119,9 @@ static int first_free_suffix(hl_sink_t* s, const char* base) {
 // Creates the trace at BASE, or at BASE.1, BASE.2... when a regular file (an earlier trace) has
 // the name: always a new file (O_EXCL), never through a symbolic link (O_NOFOLLOW), readable by
 // its owner only, as a core dump is: it holds addresses, paths and arguments. Anything else at
-// the name (/dev/full, a FIFO, a directory, a link) is refused, not worked around: a trace is a
-// regular file, and one created beside a device is never what was meant.
+// BASE (/dev/full, a FIFO, a directory, a link) is refused, not worked around: a trace is a
+// regular file, and one created beside a device is never what was meant. Whatever stands at a
+// suffix is passed over by the search, never opened.
 // Returns the descriptor, or -errno with s->where the name tried and s->why what was there
 // when that is the reason.
 static int create_trace(hl_sink_t* s, const char* base) {
