@@ -76,6 +76,22 @@ static const char* base_name(const char* p) {
     return b ? b + 1 : p;
 }
 
+void* md_grow_used(void* p, size_t* cap, size_t used, size_t need, size_t elem) {
+    if (need > *cap) {
+        size_t ncap = *cap ? *cap : 16;
+        while (ncap < need)
+            ncap *= 2;
+        void* fresh = realloc(p, ncap * elem);
+        if (!fresh)
+            return NULL;
+        p = fresh;
+        *cap = ncap;
+    }
+    if (need > used)
+        memset((char*)p + used * elem, 0, (need - used) * elem);
+    return p;
+}
+
 void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
     if (need <= *cap)
         return p;
@@ -103,7 +119,8 @@ static HL_NOINLINE uint32_t stack_new(model_t* m, uint64_t trace_id) {
     if (!id)
         return 0;
     if (id >= m->nstacks) {
-        md_stack_t* fresh = md_grow(m->stacks, &m->stacks_cap, (size_t)id + 1, sizeof *fresh);
+        md_stack_t* fresh =
+            md_grow_used(m->stacks, &m->stacks_cap, m->nstacks, (size_t)id + 1, sizeof *fresh);
         if (!fresh)
             return 0;
         m->stacks = fresh;
@@ -124,7 +141,7 @@ uint32_t model_stack_ref(model_t* m, uint64_t trace_id) {
 static HL_NOINLINE md_site_t* site_new(model_t* m, uint64_t site, uint64_t size, uint64_t stack) {
     if (site == 0 || site > (1ull << 32))
         return NULL;
-    md_site_t* fresh = md_grow(m->sites, &m->sites_cap, site + 1, sizeof *fresh);
+    md_site_t* fresh = md_grow_used(m->sites, &m->sites_cap, m->nsites, site + 1, sizeof *fresh);
     if (!fresh)
         return NULL;
     m->sites = fresh;

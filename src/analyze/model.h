@@ -71,6 +71,10 @@ typedef struct md_site_s {
 // An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new
 // ones zeroed). Returns the array (p if it was big enough), or NULL when memory runs out.
 void* md_grow(void* p, size_t* cap, size_t need, size_t elem);
+// The same for an array whose items past `used` are never read: only [used, need) is zeroed,
+// and the rest of a new capacity is left as the allocator gave it (for a large array, pages
+// the kernel has not yet made: a doubling does not double the memory a trace's reader holds).
+void* md_grow_used(void* p, size_t* cap, size_t used, size_t need, size_t elem);
 
 // A scan's verdicts as they stream (leaks.c): its definitely lost blocks by address, and the
 // indirectly lost ones by the address of their leader, which may come later in the scan.

@@ -52,6 +52,30 @@ static size_t build_file(uint8_t* out, size_t cap) {
     return n;
 }
 
+// md_grow_used zeroes the items about to be used and leaves the rest of a new capacity alone:
+// the items in [used, need) read zero whatever the memory held before, every time.
+TEST(grown_arrays_zero_what_they_hand_out) {
+    size_t cap = 0;
+    uint64_t* v = md_grow_used(NULL, &cap, 0, 5, sizeof *v);
+    ASSERT_TRUE(v != NULL && cap >= 5);
+    for (size_t i = 0; i < 5; i++)
+        EXPECT_EQ_U(v[i], 0);
+    for (size_t i = 0; i < cap; i++)
+        v[i] = 0xdeadbeef; // what a program's earlier use (or the allocator) left there
+    v = md_grow_used(v, &cap, 5, 7, sizeof *v); // within the capacity: no new memory
+    ASSERT_TRUE(v != NULL);
+    EXPECT_EQ_U(v[4], 0xdeadbeef); // an item in use is kept
+    EXPECT_EQ_U(v[5], 0);
+    EXPECT_EQ_U(v[6], 0);
+    size_t before = cap;
+    v = md_grow_used(v, &cap, 7, before + 3, sizeof *v); // past it: a new capacity
+    ASSERT_TRUE(v != NULL && cap >= before + 3);
+    EXPECT_EQ_U(v[6], 0);
+    for (size_t i = 7; i < before + 3; i++)
+        EXPECT_EQ_U(v[i], 0);
+    free(v);
+}
+
 TEST(model_totals_peak_and_leaks) {
     uint8_t file[1 << 16];
     size_t n = build_file(file, sizeof file);
@@ -778,6 +802,7 @@ int main(void) {
     RUN_TEST(error_changes_attach_to_their_error);
     RUN_TEST(allocator_stats_beside_the_heap);
     RUN_TEST(garbage_is_not_a_trace);
+    RUN_TEST(grown_arrays_zero_what_they_hand_out);
     unlink(tmp_path);
     return TEST_SUMMARY();
 }
