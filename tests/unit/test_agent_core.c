@@ -87,6 +87,15 @@ static void check_trace(const char* path) {
     model_free(&m);
 }
 
+// The child runs in a fresh image of this program: one forked from the test would inherit the
+// parent's stack and heap, whose stale words (earlier tests' buffers and strings) can point
+// into the blocks it makes at the same addresses, as memcheck would also find them.
+static void exec_child(const char* output, const char* remote) {
+    execl("/proc/self/exe", "test_agent_core", "--child", output, remote ? remote : "", agent_path,
+          (char*)NULL);
+    _exit(103);
+}
+
 static int wait_child(pid_t pid) {
     int st = 0;
     waitpid(pid, &st, 0);
@@ -98,7 +107,7 @@ TEST(file_sink_trace_arrives_whole) {
     snprintf(path, sizeof path, "%s/file.hl", dir);
     pid_t pid = fork();
     if (pid == 0)
-        run_child(path, NULL);
+        exec_child(path, NULL);
     EXPECT_EQ_I(wait_child(pid), STATUS);
     check_trace(path);
     unlink(path);
@@ -117,7 +126,7 @@ TEST(socket_sink_trace_arrives_whole) {
     pid_t pid = fork();
     if (pid == 0) {
         close(l);
-        run_child(unused, remote);
+        exec_child(unused, remote);
     }
     int c = accept(l, NULL, NULL);
     FILE* out = fopen(got, "wb");
@@ -202,7 +211,12 @@ TEST(sessions_start_stop_restart) {
 }
 
 int main(int argc, char** argv) {
-    (void)argc;
+    if (argc >= 2 && strcmp(argv[1], "--child") == 0) { // exec_child's image, never the tests
+        if (argc != 5)
+            _exit(104);
+        agent_path = argv[4];
+        run_child(argv[2], argv[3][0] ? argv[3] : NULL);
+    }
     // The agent built beside this test (BUILD/tests/test_agent_core -> BUILD/libheaplens.so).
     static char agent[4096];
     snprintf(agent, sizeof agent, "%s", argv[0]);
