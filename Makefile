@@ -75,18 +75,19 @@ $(BUILD)/gen/part_%.h: src/analyze/html/%.html
 $(BUILD)/obj/analyze/report_stats.o: $(PAGE_PARTS)
 $(BUILD)/obj/analyze/report_stats.o: TOOL_CFLAGS += -I$(BUILD)/gen
 
-# zstd goes into the agent itself where its static library is installed (libzstd-dev has it):
-# every traced process then loads, maps and relocates one library less (0.45 ms of CPU per
-# process on a 2-core VM), and its symbols stay the agent's own, whatever zstd the program has.
-# libgcc's unwinder stays libgcc_s: linked in statically (-static-libgcc), the exit scan's walk
-# to the program's frame failed now and then under load, and a stale pointer then counted.
+# zstd goes into the agent itself where its static library is installed (libzstd-dev has it),
+# and so does libgcc's unwinder (-static-libgcc): every traced process then loads, maps and
+# relocates two libraries less (a C program loads neither), and their symbols stay the agent's
+# own, whatever zstd or libgcc the program has. A C++ exception through the agent's frames is
+# still unwound by the program's libgcc_s, from the agent's .eh_frame.
 AGENT_ZSTD_A := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libzstd.a /usr/lib64/libzstd.a \
 	/usr/lib/libzstd.a /usr/local/lib/libzstd.a))
 AGENT_ZSTD_STATIC := $(AGENT_ZSTD_A) -Wl,--exclude-libs,libzstd.a
 AGENT_ZSTD := $(if $(AGENT_ZSTD_A),$(AGENT_ZSTD_STATIC),-lzstd)
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
-	$(CC) -shared -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined $(AGENT_ZSTD) -lgcc_s -ldl -lpthread
+	$(CC) -shared -static-libgcc -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined $(AGENT_ZSTD) \
+	  -Wl,--exclude-libs,libgcc.a:libgcc_eh.a -ldl -lpthread
 
 $(BUILD)/obj32/agent/%.o: src/agent/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
