@@ -10,6 +10,10 @@
 void sites_init(sites_t* s) { memset(s, 0, sizeof *s); }
 
 void sites_free(sites_t* s) {
+    if (s->first)
+        for (size_t c = 0; c < SITES_FIRST_CHUNKS; c++)
+            free(s->first[c]);
+    free(s->first);
     free(s->v);
     free(s->slots);
     free(s->early);
@@ -23,13 +27,20 @@ static void slot_put(sites_slot_t* slots, size_t mask, uint64_t size, uint32_t s
     slots[i] = (sites_slot_t){.size = size, .stack = stack, .id = id};
 }
 
+// Is site k the one its stack's entry holds?
+static int is_first(const sites_t* s, uint32_t k) {
+    const sites_first_t* f = sites_first_of(s, s->v[k].stack);
+    return f && f->id == k;
+}
+
 static int grow_slots(sites_t* s) {
     size_t cap = s->slots ? (s->mask + 1) * 2 : 1024;
     sites_slot_t* fresh = calloc(cap, sizeof *fresh);
     if (!fresh)
         return -1;
     for (uint32_t k = 1; k <= s->n; k++)
-        slot_put(fresh, cap - 1, s->v[k].size, s->v[k].stack, k);
+        if (!is_first(s, k))
+            slot_put(fresh, cap - 1, s->v[k].size, s->v[k].stack, k);
     free(s->slots);
     s->slots = fresh;
     s->mask = cap - 1;
@@ -60,11 +71,27 @@ uint32_t sites_define(sites_t* s, uint64_t size, uint32_t stack, uint64_t* early
         s->v = fresh;
         s->vcap = cap;
     }
-    if ((!s->slots || (size_t)id * 2 > s->mask + 1) && grow_slots(s) != 0)
+    sites_first_t* f = NULL;
+    if (size <= UINT32_MAX && stack < SITES_FIRST_STACKS) {
+        if (!s->first && !(s->first = calloc(SITES_FIRST_CHUNKS, sizeof *s->first)))
+            return 0;
+        sites_first_t** c = &s->first[stack >> SITES_FIRST_SHIFT];
+        if (!*c && !(*c = calloc((size_t)1 << SITES_FIRST_SHIFT, sizeof **c)))
+            return 0;
+        f = &(*c)[stack & ((1u << SITES_FIRST_SHIFT) - 1)];
+        if (f->id)
+            f = NULL; // the stack's first site is another size: this pair goes to the table
+    }
+    if (!f && (!s->slots || (size_t)(s->nslots + 1) * 2 > s->mask + 1) && grow_slots(s) != 0)
         return 0;
     s->v[id] = (sites_site_t){.size = size, .stack = stack};
     s->n = id;
-    slot_put(s->slots, s->mask, size, stack, id);
+    if (f) {
+        *f = (sites_first_t){.id = id, .size = (uint32_t)size};
+    } else {
+        slot_put(s->slots, s->mask, size, stack, id);
+        s->nslots++;
+    }
     if (hl_unlikely(s->nearly))
         *early = take_early(s, size, stack);
     return id;

@@ -22,6 +22,18 @@ typedef struct sites_slot_s {
     uint32_t id; // 0: an empty slot
 } sites_slot_t;
 
+// A stack's first site of a size below 4 GiB, found at the stack's id: the agent numbers
+// stacks as it makes them, so these entries are read and written in order where a hash slot
+// is a cache miss per record (a trace of millions of distinct stacks has as many sites). Made
+// in chunks as ids reach them; ids from SITES_FIRST_STACKS on go to the table only.
+typedef struct sites_first_s {
+    uint32_t id; // 0: the stack has no site here
+    uint32_t size;
+} sites_first_t;
+#define SITES_FIRST_SHIFT 10 // 1,024 stacks (8 KiB) a chunk
+#define SITES_FIRST_STACKS (1u << 26)
+#define SITES_FIRST_CHUNKS (SITES_FIRST_STACKS >> SITES_FIRST_SHIFT)
+
 // A pair released by FREE_EXPLICIT before any ALLOC named it (another thread's block, freed in
 // the instant it was made): settled when the pair gets its site.
 typedef struct sites_early_s {
@@ -34,8 +46,10 @@ typedef struct sites_s {
     sites_site_t* v;     // v[k] is site k; v[0] unused
     uint32_t n;          // sites defined so far
     size_t vcap;
-    sites_slot_t* slots; // open addressing, at most half full
+    sites_first_t** first; // SITES_FIRST_CHUNKS chunk pointers, made on first use
+    sites_slot_t* slots;   // every other pair: open addressing, at most half full
     size_t mask;
+    uint32_t nslots;       // pairs in slots
     sites_early_t* early;
     size_t nearly, early_cap;
 } sites_t;
@@ -57,8 +71,23 @@ static inline size_t sites_hash(uint64_t size, uint32_t stack) {
     return (size_t)(h ^ (h >> 31));
 }
 
+// The stack's entry, or NULL when its chunk is not made (or it has none).
+static inline sites_first_t* sites_first_of(const sites_t* s, uint32_t stack) {
+    if (stack >= SITES_FIRST_STACKS || !s->first)
+        return NULL;
+    sites_first_t* c = s->first[stack >> SITES_FIRST_SHIFT];
+    return c ? &c[stack & ((1u << SITES_FIRST_SHIFT) - 1)] : NULL;
+}
+
 // The site of (size, stack), or 0 when no ALLOC or INHERIT named the pair yet.
 static inline uint32_t sites_find(const sites_t* s, uint64_t size, uint32_t stack) {
+    if (size <= UINT32_MAX && stack < SITES_FIRST_STACKS) {
+        const sites_first_t* f = sites_first_of(s, stack);
+        if (!f || !f->id)
+            return 0; // the stack's first pair of such a size would be here
+        if (f->size == size)
+            return f->id;
+    }
     if (!s->slots)
         return 0;
     for (size_t i = sites_hash(size, stack) & s->mask;; i = (i + 1) & s->mask) {

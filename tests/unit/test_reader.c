@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "../../src/analyze/model.h"
+#include "../../src/analyze/sites.h"
 #include "../../src/common/format.h"
 #include "../../src/common/varint.h"
 #include "harness.h"
@@ -50,6 +51,41 @@ static size_t build_file(uint8_t* out, size_t cap) {
     size_t n = trace_file(out, cap, raw);
     free(raw);
     return n;
+}
+
+// Site numbers: a stack's first pair is found at the stack's id, other sizes of it, sizes of
+// 4 GiB and more and stack ids past the direct range in the table; every pair keeps its number
+// as either grows, and a pair never named reads 0.
+TEST(sites_number_pairs_in_order_wherever_they_are_kept) {
+    sites_t s;
+    sites_init(&s);
+    uint64_t early;
+    const uint64_t huge = 1ull << 33;
+    const uint32_t far = SITES_FIRST_STACKS + 5;
+    EXPECT_EQ_U(sites_name(&s, 48, 7, &early), 1); // the stack's first: its entry
+    EXPECT_EQ_U(sites_name(&s, 64, 7, &early), 2); // another size: the table
+    EXPECT_EQ_U(sites_name(&s, huge, 9, &early), 3); // 8 GiB: the table, the entry left empty
+    EXPECT_EQ_U(sites_name(&s, 16, 9, &early), 4); // then the stack's first of a small size
+    EXPECT_EQ_U(sites_name(&s, 32, far, &early), 5); // past the direct range
+    // thousands more, in both places, so that the table grows several times
+    for (uint32_t k = 0; k < 5000; k++) {
+        EXPECT_EQ_U(sites_name(&s, 8, 100 + k, &early), 6 + 2 * k);
+        EXPECT_EQ_U(sites_name(&s, 24, 100 + k, &early), 7 + 2 * k);
+    }
+    EXPECT_EQ_U(sites_find(&s, 48, 7), 1);
+    EXPECT_EQ_U(sites_find(&s, 64, 7), 2);
+    EXPECT_EQ_U(sites_find(&s, huge, 9), 3);
+    EXPECT_EQ_U(sites_find(&s, 16, 9), 4);
+    EXPECT_EQ_U(sites_find(&s, 32, far), 5);
+    EXPECT_EQ_U(sites_find(&s, 8, 4099), 6 + 2 * 3999);
+    EXPECT_EQ_U(sites_find(&s, 24, 4099), 7 + 2 * 3999);
+    EXPECT_EQ_U(sites_name(&s, 48, 7, &early), 1); // named again: the same number
+    EXPECT_EQ_U(sites_find(&s, 80, 7), 0);   // never named: a size, a stack, a far stack
+    EXPECT_EQ_U(sites_find(&s, 48, 8), 0);
+    EXPECT_EQ_U(sites_find(&s, 48, far + 1), 0);
+    EXPECT_EQ_U(sites_find(&s, huge, 7), 0);
+    EXPECT_EQ_U(s.n, 5 + 10000);
+    sites_free(&s);
 }
 
 // md_grow_used zeroes the items about to be used and leaves the rest of a new capacity alone:
@@ -803,6 +839,7 @@ int main(void) {
     RUN_TEST(allocator_stats_beside_the_heap);
     RUN_TEST(garbage_is_not_a_trace);
     RUN_TEST(grown_arrays_zero_what_they_hand_out);
+    RUN_TEST(sites_number_pairs_in_order_wherever_they_are_kept);
     unlink(tmp_path);
     return TEST_SUMMARY();
 }
