@@ -76,33 +76,32 @@ static const char* base_name(const char* p) {
     return b ? b + 1 : p;
 }
 
-void* md_grow_used(void* p, size_t* cap, size_t used, size_t need, size_t elem) {
-    if (need > *cap) {
-        size_t ncap = *cap ? *cap : 16;
-        while (ncap < need)
-            ncap *= 2;
-        void* fresh = realloc(p, ncap * elem);
-        if (!fresh)
-            return NULL;
-        p = fresh;
-        *cap = ncap;
-    }
-    if (need > used)
-        memset((char*)p + used * elem, 0, (need - used) * elem);
-    return p;
-}
-
-void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
+// p grown (doubling) to hold need items, *cap updated; p itself when it holds them already,
+// NULL when memory runs out (p and *cap as they were).
+static void* grow_to(void* p, size_t* cap, size_t need, size_t elem) {
     if (need <= *cap)
         return p;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < need)
         ncap *= 2;
     void* fresh = realloc(p, ncap * elem);
-    if (!fresh)
-        return NULL;
-    memset((char*)fresh + *cap * elem, 0, (ncap - *cap) * elem);
-    *cap = ncap;
+    if (fresh)
+        *cap = ncap;
+    return fresh;
+}
+
+void* md_grow_used(void* p, size_t* cap, size_t used, size_t need, size_t elem) {
+    void* fresh = grow_to(p, cap, need, elem);
+    if (fresh && need > used)
+        memset((char*)fresh + used * elem, 0, (need - used) * elem);
+    return fresh;
+}
+
+void* md_grow(void* p, size_t* cap, size_t need, size_t elem) {
+    size_t old = *cap;
+    void* fresh = grow_to(p, cap, need, elem);
+    if (fresh && *cap > old)
+        memset((char*)fresh + old * elem, 0, (*cap - old) * elem);
     return fresh;
 }
 
