@@ -10,20 +10,9 @@
 # Knobs: ROUNDS=N, DEPTH=N (heaplens -d, default 64 as in run.sh), CHECK_WORKLOADS="a b".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-B=$build/bench
-heaplens=$build/heaplens
-rounds=${ROUNDS:-3}
-depth=${DEPTH:-64}
-workloads=${CHECK_WORKLOADS:-tree cxx churn_mix}
-log() { printf '%s\n' "$*" >&2; }
-[ -x "$heaplens" ] || { log "checking: $heaplens not built"; exit 1; }
-mkdir -p "$B" || exit 1
-
-BENCH_NAME=checking
 . "$here/lib.sh"
+bench_setup checking "${1:-}" || exit 1
+workloads=${CHECK_WORKLOADS:-tree cxx churn_mix}
 build_one "$B/measure" "$here/measure.c" gcc -O2 -Wall || exit 1
 build_one "$B/churn_mix" "$here/churn_mix.c" gcc $NOFP || exit 1
 build_one "$B/tree" "$here/tree.c" gcc $NOFP || exit 1

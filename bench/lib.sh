@@ -1,7 +1,25 @@
 # SPDX-License-Identifier: MIT
-# bench/lib.sh - what the bench scripts share; sourced, after they set `log`.
+# bench/lib.sh - what the bench scripts share; sourced (run.sh sets its own paths first).
 # The workloads are built -O2 -g without frame pointers: the tracers must unwind with CFI.
 NOFP="-O2 -g -fomit-frame-pointer"
+
+log() { printf '%s\n' "$*" >&2; }
+
+# bench_setup NAME [BUILD_DIR]: the paths and knobs of a bench script beside run.sh. Sets root,
+# build (absolute), B (its bench directory, made), heaplens, rounds (ROUNDS, default 3), depth
+# (DEPTH, default 64 as in run.sh) and BENCH_NAME; 1 when heaplens is not built there.
+bench_setup() {
+    BENCH_NAME=$1
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    build=${2:-build}
+    case $build in /*) ;; *) build=$root/$build ;; esac
+    B=$build/bench
+    heaplens=$build/heaplens
+    rounds=${ROUNDS:-3}
+    depth=${DEPTH:-64}
+    [ -x "$heaplens" ] || { log "$BENCH_NAME: $heaplens not built"; return 1; }
+    mkdir -p "$B"
+}
 
 # build_one OUT SRC COMPILER FLAGS...: (re)builds OUT from SRC when it is missing or older.
 build_one() {

@@ -13,20 +13,9 @@
 # Knobs: ROUNDS=N, DEPTH=N (heaplens -d, default 64 as in run.sh), REMOTE_WORKLOADS="a b".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-B=$build/bench
-heaplens=$build/heaplens
-rounds=${ROUNDS:-3}
-depth=${DEPTH:-64}
-workloads=${REMOTE_WORKLOADS:-churn_mix churn_unique cxx procs} # also: tree
-log() { printf '%s\n' "$*" >&2; }
-[ -x "$heaplens" ] || { log "remote: $heaplens not built"; exit 1; }
-mkdir -p "$B" || exit 1
-
-BENCH_NAME=remote
 . "$here/lib.sh"
+bench_setup remote "${1:-}" || exit 1
+workloads=${REMOTE_WORKLOADS:-churn_mix churn_unique cxx procs} # also: tree
 build_one "$B/measure" "$here/measure.c" gcc -O2 -Wall || exit 1
 build_one "$B/churn_mix" "$here/churn_mix.c" gcc $NOFP || exit 1
 build_one "$B/churn_unique" "$here/churn_unique.c" gcc $NOFP || exit 1

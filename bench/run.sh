@@ -42,7 +42,6 @@ depth=${DEPTH:-64}
 vmem=${VMEM_MB:-4096}
 workloads=${WORKLOADS:-churn_deep churn_deep2 churn_unique tree tree_paths cxx python sqlite churn_mix cc1 procs make}
 nprocs=500 # programs procs.sh starts: its row also reads in ms per process
-log() { printf '%s\n' "$*" >&2; }
 
 # --- build the workloads: -O2 -g, no frame pointers (the tracers must unwind with CFI) -------
 CC=${CC:-gcc}
