@@ -31,8 +31,8 @@ static int is_broken;
 // table (a cache miss and, past the TLB's reach, a page walk; a program with millions of call
 // paths has as many sites). Stacks are numbered as they are made, so the stacks a program uses
 // at a time lie together here. A stack's other sizes (and sizes of 4 GiB and more) go to the
-// table. Chunks of 64 Ki stacks (512 KiB) are made as stack ids reach them, their pages as
-// they are written.
+// table. Chunks of 64 Ki stacks (512 KiB) are made as stack ids reach them, and made present
+// a piece at a time as ids reach the piece.
 typedef struct first_s {
     uint32_t number; // 0: the stack has no site here yet
     uint32_t size;
@@ -40,9 +40,30 @@ typedef struct first_s {
 #define HL_FIRST_SHIFT 16
 #define HL_FIRST_CHUNK (1u << HL_FIRST_SHIFT)
 #define HL_FIRST_CHUNKS 512 // 32 Mi stack ids, more than stacks.c makes (HL_STACK_NODES)
+// An entry is read before it is first written: a page first read is the shared zero page, and
+// the write that follows is a copy-on-write fault that flushes the TLB of every CPU the
+// program runs on (an interrupt of its threads per page: 9% of a run of churn_unique's 2.4M
+// new stacks). So a piece is made present and written in one call before any of its entries
+// is read; 16 KiB (2 Ki stacks) keeps a short process's first piece to four page clears.
+#define HL_FIRST_PIECE_SHIFT 11
+#define HL_FIRST_PIECES (HL_FIRST_CHUNK >> HL_FIRST_PIECE_SHIFT)
+_Static_assert(HL_FIRST_PIECES <= 32, "a chunk's pieces fit one word of bits");
 static first_t* firsts[HL_FIRST_CHUNKS];
+static uint32_t firsts_present[HL_FIRST_CHUNKS]; // bit k: piece k was made present
 
-// The stack's entry, its chunk made if make says so; NULL when it has none.
+static HL_COLD void piece_make_present(uint32_t c, uint32_t piece) {
+    first_t* at = &firsts[c][piece << HL_FIRST_PIECE_SHIFT];
+    size_t bytes = ((size_t)1 << HL_FIRST_PIECE_SHIFT) * sizeof(first_t);
+    // Without MADV_POPULATE_WRITE (kernels before 5.14): the entries are then written before
+    // they are read, page by page, which makes them present just as well.
+    if (os_populate(at, bytes) != 0)
+        for (size_t k = 0; k < bytes / sizeof *at; k += 4096 / sizeof *at)
+            at[k].number = 0;
+    firsts_present[c] |= 1u << piece;
+}
+
+// The stack's entry, its chunk made if make says so; NULL when it has none (or, without make,
+// when its piece was never made present: no site is there).
 static inline first_t* first_of(uint32_t stack, int make) {
     uint32_t c = stack >> HL_FIRST_SHIFT;
     if (hl_unlikely(c >= HL_FIRST_CHUNKS))
@@ -50,6 +71,12 @@ static inline first_t* first_of(uint32_t stack, int make) {
     if (hl_unlikely(!firsts[c])) {
         if (!make || !(firsts[c] = os_map(HL_FIRST_CHUNK * sizeof(first_t))))
             return NULL;
+    }
+    uint32_t piece = (stack & (HL_FIRST_CHUNK - 1)) >> HL_FIRST_PIECE_SHIFT;
+    if (hl_unlikely(!(firsts_present[c] & (1u << piece)))) {
+        if (!make)
+            return NULL;
+        piece_make_present(c, piece);
     }
     return &firsts[c][stack & (HL_FIRST_CHUNK - 1)];
 }
@@ -134,9 +161,11 @@ uint32_t sites_number(uint64_t size, uint32_t stack) {
 void sites_reset(void) {
     if (slots)
         memset(slots, 0, (size_t)(mask + 1) * sizeof *slots);
-    for (uint32_t c = 0; c < HL_FIRST_CHUNKS; c++)
+    for (uint32_t c = 0; c < HL_FIRST_CHUNKS; c++) {
         if (firsts[c])
             os_discard(firsts[c], HL_FIRST_CHUNK * sizeof(first_t)); // reads as zeros again
+        firsts_present[c] = 0; // and its pages are gone: made present again as used
+    }
     defined = 0;
     hashed = 0;
     is_broken = 0;

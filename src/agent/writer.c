@@ -193,7 +193,9 @@ static int stack_mark_emitted(uint32_t id) {
         size_t cap = stack_emitted_cap ? stack_emitted_cap : 4096;
         while (cap <= byte)
             cap *= 2;
-        uint8_t* fresh = os_map(cap);
+        // Present at once: its bits are read before they are set, and a page first read is the
+        // zero page, whose copy at the first set would flush the TLB of the program's CPUs.
+        uint8_t* fresh = os_map_dense(cap);
         if (!fresh)
             return -1;
         if (stack_emitted) {
