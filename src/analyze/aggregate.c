@@ -191,6 +191,7 @@ typedef struct pass_s {
     ag_site_t spare;    // stands in for a site that could not be made (out of memory)
     life_t* life;       // by site number
     size_t life_cap;
+    size_t life_used; // life[0 .. life_used) zeroed and in use; the rest of life_cap untouched
     idmap_t thread_ids; // thread index -> 1 + its place in a->threads
     size_t threads_cap;
     // Signed: a FREE_EXPLICIT may come an instant before its ALLOC. Moved with unsigned
@@ -287,7 +288,8 @@ static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
 // A pass fed while the model reads: the stacks are numbered as they come, the table grows.
 static HL_NOINLINE int slot_grow(pass_t* p, uint32_t stack) {
     aggregate_t* a = p->a;
-    uint32_t* fresh = md_grow(a->site_slot, &a->site_slot_cap, (size_t)stack + 1, sizeof *fresh);
+    uint32_t* fresh =
+        md_grow_used(a->site_slot, &a->site_slot_cap, a->nstacks, (size_t)stack + 1, sizeof *fresh);
     if (!fresh) {
         p->failed = 1;
         return 0;
@@ -425,17 +427,20 @@ static void heap_down(pass_t* p, ag_site_t* s, uint64_t size) {
 static HL_NOINLINE life_t* life_new(pass_t* p, uint64_t site) {
     if (site == 0 || site > (1ull << 32))
         return NULL;
-    life_t* fresh = md_grow(p->life, &p->life_cap, site + 1, sizeof *fresh);
+    // Sites are numbered as they come: only the entries reached are zeroed, so a doubling does
+    // not touch (and make the kernel clear) the half no site has reached.
+    life_t* fresh = md_grow_used(p->life, &p->life_cap, p->life_used, site + 1, sizeof *fresh);
     if (!fresh) {
         p->failed = 1;
         return NULL;
     }
     p->life = fresh;
+    p->life_used = site + 1;
     return &p->life[site];
 }
 
 static inline life_t* life_at(pass_t* p, uint64_t site) {
-    if (hl_likely(site && site < p->life_cap))
+    if (hl_likely(site && site < p->life_used))
         return &p->life[site];
     return site ? life_new(p, site) : NULL;
 }
@@ -653,7 +658,7 @@ static void finish_leaks(pass_t* p) {
         const md_site_t* ms = &m->sites[i];
         uint64_t kinds[HL_NKINDS];
         uint64_t total = model_site_kinds(ms, kinds);
-        const life_t* l = i < p->life_cap ? &p->life[i] : NULL;
+        const life_t* l = i < p->life_used ? &p->life[i] : NULL;
         uint64_t inside = l ? level(l->inside) : 0, n = inside < total ? inside : total;
         if (!n)
             continue;
@@ -663,7 +668,6 @@ static void finish_leaks(pass_t* p) {
         uint64_t part[HL_NKINDS];
         split_kinds(kinds, total, n, part);
         for (int k = 0; k < HL_NKINDS; k++) {
-            s->leaked_kind_bytes[k] += part[k] * ms->size;
             a->totals.leaks[k].bytes += part[k] * ms->size;
             a->totals.leaks[k].blocks += part[k];
         }

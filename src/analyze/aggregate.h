@@ -56,7 +56,6 @@ typedef struct ag_site_s {
     uint64_t peak_bytes, peak_blocks;  // live at the peak
     uint64_t leaked_bytes, leaked_blocks; // allocated in the window, live at the end (with a
                                           // window: estimated, see aggregate.c)
-    uint64_t leaked_kind_bytes[HL_NKINDS];
     uint64_t temporary, temporary_bytes;
     uint64_t live_bytes, live_blocks;  // scratch during the pass; live at the end afterwards
     uint64_t epoch;                    // scratch: the peak epoch of the last change

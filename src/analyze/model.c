@@ -265,23 +265,13 @@ static void on_stack(model_t* m, const rd_record_t* r) {
         frame_seen(m, r->u[2]);
 }
 
-const md_stack_t* model_stack(model_t* m, uint32_t id) {
+uint32_t model_stack_ips(const model_t* m, uint32_t id, uint64_t* ips, uint32_t max) {
     if (id == 0 || id >= m->nstacks || !m->stacks[id].ip)
-        return NULL;
-    md_stack_t* s = &m->stacks[id];
-    if (s->ips)
-        return s;
+        return 0;
     uint32_t n = 0;
-    for (uint32_t k = id; k && k < m->nstacks && n < MD_STACK_DEPTH_MAX; k = m->stacks[k].parent)
-        n++;
-    s->ips = malloc(sizeof(uint64_t) * (n + 1));
-    if (!s->ips)
-        return NULL;
-    n = 0;
-    for (uint32_t k = id; k && k < m->nstacks && n < MD_STACK_DEPTH_MAX; k = m->stacks[k].parent)
-        s->ips[n++] = m->stacks[k].ip;
-    s->n = n;
-    return s;
+    for (uint32_t k = id; k && k < m->nstacks && n < max; k = m->stacks[k].parent)
+        ips[n++] = m->stacks[k].ip;
+    return n;
 }
 
 static void on_error(model_t* m, const rd_record_t* r) {
@@ -506,8 +496,6 @@ void model_free(model_t* m) {
         free(m->mods[i].build_id);
         free(m->mods[i].segs);
     }
-    for (size_t i = 0; i < m->nstacks; i++)
-        free(m->stacks[i].ips);
     free(m->mods);
     free(m->stacks);
     idmap_free(&m->stack_ids);

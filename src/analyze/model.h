@@ -44,17 +44,16 @@ typedef struct md_module_s {
 } md_module_t;
 
 // A stack, by number (a node of the trace's prefix tree; model_stack_number() turns the trace's
-// id into its number). Its frames are built on first use by model_stack(); ips is NULL until
-// then.
+// id into its number); model_stack_ips() lists its frames. A trace of a program with millions
+// of call paths has as many of these as FRAME records: 48 bytes each, nothing kept per stack
+// that only a report of it needs (report.c keeps the frames of the stacks it shows).
 typedef struct md_stack_s {
-    uint64_t* ips;        // innermost first
-    uint32_t n;
-    uint32_t parent;      // the number of the stack of the callers (0: none)
-    uint64_t ip;          // this stack's innermost frame
+    uint64_t ip;          // this stack's innermost frame (0: no such stack)
     uint64_t allocations; // ALLOC records naming this stack
     uint64_t bytes;
     uint64_t live_blocks, live_bytes; // at the end (from its sites, once loaded)
-    int alloc_fn; // HL_FN_* its allocations called (the stack starts at the call), 0: none
+    uint32_t parent;  // the number of the stack of the callers (0: none)
+    uint8_t alloc_fn; // HL_FN_* its allocations called (the stack starts at the call), 0: none
 } md_stack_t;
 
 // An allocation site (format.h): blocks of one size from one stack, which the trace does not
@@ -210,7 +209,9 @@ const md_site_t* model_site(const model_t* m, uint64_t site);
 uint64_t model_site_kinds(const md_site_t* s, uint64_t blocks[HL_NKINDS]); // leaks.c
 
 // The stack with this number with its frames filled in (innermost first), or NULL.
-const md_stack_t* model_stack(model_t* m, uint32_t id);
+// The frames of stack id, innermost first, into ips (at most max, MD_STACK_DEPTH_MAX is every
+// one a stack can have): their count, 0 when there is no such stack.
+uint32_t model_stack_ips(const model_t* m, uint32_t id, uint64_t* ips, uint32_t max);
 
 // The number of the stack a record names by its id in the trace (stacks are numbered as the
 // trace first names them, so the model's arrays grow with the stacks a trace holds, not with

@@ -61,19 +61,20 @@ int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
         *out = c->frames[stack];
         return c->nframes[stack];
     }
-    const md_stack_t* s = model_stack(m, stack);
-    if (!s) {
+    uint64_t ips[MD_STACK_DEPTH_MAX];
+    uint32_t nips = model_stack_ips(m, stack, ips, MD_STACK_DEPTH_MAX);
+    if (!nips) {
         *out = NULL;
         return 0;
     }
-    size_t cap = s->n * 2 + 4, n = 0;
+    size_t cap = nips * 2 + 4, n = 0;
     report_frame_t* fr = calloc(cap, sizeof *fr);
     if (!fr) {
         *out = NULL;
         return 0;
     }
-    for (uint32_t i = 0; i < s->n; i++) {
-        uint64_t ip = s->ips[i];
+    for (uint32_t i = 0; i < nips; i++) {
+        uint64_t ip = ips[i];
         md_module_t* md = (md_module_t*)model_module_of(m, ip);
         sym_frame_t sf[16];
         int k = 0;

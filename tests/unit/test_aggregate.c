@@ -149,15 +149,16 @@ TEST(peak_and_sites) {
     EXPECT_EQ_U((*site(a, ST_B)).allocations, 3);
     EXPECT_EQ_U((*site(a, ST_B)).bytes, 1010);
     EXPECT_EQ_U((*site(a, ST_A)).leaked_bytes, 700);
-    EXPECT_EQ_U((*site(a, ST_A)).leaked_kind_bytes[HL_LEAK_DEFINITE], 700);
-    EXPECT_EQ_U((*site(a, ST_C)).leaked_kind_bytes[HL_LEAK_REACHABLE], 500);
-    EXPECT_EQ_U((*site(a, ST_B)).leaked_kind_bytes[HL_LEAK_POSSIBLE], 8);
+    EXPECT_EQ_U((*site(a, ST_C)).leaked_bytes, 500);
+    EXPECT_EQ_U((*site(a, ST_B)).leaked_bytes, 8);
     EXPECT_EQ_U(a->totals.allocations, 7);
     EXPECT_EQ_U(a->totals.bytes, 2374);
     EXPECT_EQ_U(a->totals.frees, 4);
     EXPECT_EQ_U(a->totals.leaked_bytes, 1208);
     EXPECT_EQ_U(a->totals.leaked_blocks, 3);
     EXPECT_EQ_U(a->totals.leaks[HL_LEAK_DEFINITE].bytes, 700);
+    EXPECT_EQ_U(a->totals.leaks[HL_LEAK_REACHABLE].bytes, 500);
+    EXPECT_EQ_U(a->totals.leaks[HL_LEAK_POSSIBLE].bytes, 8);
     EXPECT_EQ_U(a->mapped_peak, 4096);
     EXPECT_EQ_U(a->rss_peak, 9999);
     // The address map: the last scan's blocks, in its order.
@@ -502,8 +503,8 @@ TEST(streamed_pass_matches_two_passes) {
                         x->bytes == y->bytes && x->frees == y->frees &&
                         x->peak_bytes == y->peak_bytes && x->peak_blocks == y->peak_blocks &&
                         x->leaked_bytes == y->leaked_bytes && x->temporary == y->temporary &&
-                        !memcmp(x->leaked_kind_bytes, y->leaked_kind_bytes,
-                                sizeof x->leaked_kind_bytes));
+                        x->leaked_blocks == y->leaked_blocks &&
+                        x->temporary_bytes == y->temporary_bytes);
         }
         EXPECT_TRUE(!memcmp(&s.totals, &a->totals, sizeof s.totals));
         EXPECT_TRUE(!memcmp(s.hist, a->hist, sizeof s.hist));

@@ -139,11 +139,12 @@ TEST(model_totals_peak_and_leaks) {
     EXPECT_EQ_U(m.nrecords, 2);
     EXPECT_EQ_U(m.records[0].kind, HL_LEAK_DEFINITE);
     EXPECT_EQ_U(m.records[0].stack, model_stack_number(&m, 3));
-    const md_stack_t* st = model_stack(&m, model_stack_number(&m, 3));
-    ASSERT_TRUE(st != NULL);
-    EXPECT_EQ_U(st->n, 2);
-    EXPECT_EQ_U(st->ips[0], 0x1000);
-    EXPECT_EQ_U(st->ips[1], 0x1010);
+    uint64_t ips[MD_STACK_DEPTH_MAX];
+    EXPECT_EQ_U(model_stack_ips(&m, model_stack_number(&m, 3), ips, MD_STACK_DEPTH_MAX), 2);
+    EXPECT_EQ_U(ips[0], 0x1000);
+    EXPECT_EQ_U(ips[1], 0x1010);
+    EXPECT_EQ_U(model_stack_ips(&m, model_stack_number(&m, 3), ips, 1), 1); // cut at max
+    EXPECT_EQ_U(model_stack_ips(&m, 0, ips, MD_STACK_DEPTH_MAX), 0);
     EXPECT_TRUE(model_stack_number(&m, 99) == 0);
     EXPECT_TRUE(m.has_end);
     EXPECT_TRUE(!m.read.is_truncated && !m.read.is_corrupt);
