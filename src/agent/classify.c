@@ -23,9 +23,80 @@ typedef struct lc_s {
     uint32_t* stack;
     size_t top;
     uintptr_t lo, hi; // [first block start, last block end]
+    uint32_t* granules; // the filter below (NULL: every word in [lo, hi) is searched for)
+    uint32_t granule_mask;
 } lc_t;
 
-size_t lc_workspace_size(size_t n) { return (2 * n + 2) * sizeof(uint32_t); }
+// Most words that fall between the first block and the last point at no block at all: the
+// heap's span holds other mappings (a compiler's own garbage-collected pages, thread stacks,
+// libraries), and a binary search over every block is a chain of dependent loads, 15-20 of
+// them. So the granules of LC_GRANULE_SHIFT bits that hold part of a block are kept in a hash
+// set first, and a word whose granule is not there is passed over at one probe. The set's
+// slots hold granule + 1 (0: empty); it is kept at most half full, and a heap whose blocks
+// cover more granules than LC_FILTER_MAX_SLOTS / 2 (huge blocks spread everywhere) goes
+// without it, as before.
+#define LC_GRANULE_SHIFT 16                   // 64 KiB: a heap's small blocks share granules
+#define LC_FILTER_MIN_SLOTS 64u
+#define LC_FILTER_MAX_SLOTS ((size_t)1 << 20) // 4 MiB of workspace at most
+
+static size_t filter_slots(size_t nblocks) {
+    size_t slots = LC_FILTER_MIN_SLOTS;
+    while (slots < 2 * nblocks && slots < LC_FILTER_MAX_SLOTS)
+        slots *= 2;
+    return slots;
+}
+
+size_t lc_workspace_size(size_t n) {
+    return (2 * n + 2) * sizeof(uint32_t) + filter_slots(n) * sizeof(uint32_t);
+}
+
+static inline uint32_t granule_slot(uint32_t g, uint32_t mask) {
+    return (g * 0x9E3779B1u) >> 7 & mask;
+}
+
+static inline int granule_has_block(const lc_t* c, uintptr_t w) {
+    uint32_t g = (uint32_t)(w >> LC_GRANULE_SHIFT) + 1, i = granule_slot(g, c->granule_mask), v;
+    while ((v = c->granules[i]) != 0) {
+        if (v == g)
+            return 1;
+        i = (i + 1) & c->granule_mask;
+    }
+    return 0;
+}
+
+// The set of granules the blocks cover; blocks come in address order, so each granule is met
+// in one run and put in once. Leaves c->granules NULL when the set would be too full.
+static void build_granule_filter(lc_t* c, uint32_t* slots, size_t nslots) {
+    const lc_input_t* in = c->in;
+    if ((uint64_t)((c->hi - 1) >> LC_GRANULE_SHIFT) >= UINT32_MAX) // granule + 1 must fit
+        return;
+    memset(slots, 0, nslots * sizeof *slots);
+    uint32_t mask = (uint32_t)(nslots - 1);
+    size_t count = 0;
+    uintptr_t last = UINTPTR_MAX;
+    for (size_t i = 0; i < in->nblocks; i++) {
+        uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
+        uintptr_t g = in->starts[i] >> LC_GRANULE_SHIFT, end = (in->starts[i] + size - 1) >> LC_GRANULE_SHIFT;
+        if (g == last)
+            g++;
+        for (; g <= end; g++) {
+            if (++count > nslots / 2)
+                return;
+            uint32_t v = (uint32_t)g + 1, at = granule_slot(v, mask);
+            while (slots[at])
+                at = (at + 1) & mask;
+            slots[at] = v;
+        }
+        last = end;
+    }
+    c->granules = slots;
+    c->granule_mask = mask;
+}
+
+// May w point into a block? 0 when it surely does not.
+static inline int may_hold_block(const lc_t* c, uintptr_t w) {
+    return w >= c->lo && w < c->hi && (!c->granules || granule_has_block(c, w));
+}
 
 // Index of the block containing w, or -1. A zero-sized block is "contained" at its start.
 static inline long find_block(const lc_t* c, uintptr_t w) {
@@ -118,7 +189,7 @@ static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_de
     lo = (lo + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK;
     for (uintptr_t a = lo; a + HL_WORD <= hi; a += HL_WORD) {
         uintptr_t w = *(const uintptr_t*)a;
-        if (w >= c->lo && w < c->hi)
+        if (may_hold_block(c, w))
             mark_ptr(c, w, prior_definite);
     }
 }
@@ -140,7 +211,7 @@ static void drain_clique(lc_t* c, size_t leader) {
         for (uintptr_t a = (s + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK; a + HL_WORD <= e;
              a += HL_WORD) {
             uintptr_t w = *(const uintptr_t*)a;
-            long j = find_block(c, w);
+            long j = may_hold_block(c, w) ? find_block(c, w) : -1;
             if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
                 continue;
             c->state[j] = ST_INDIRECT;
@@ -157,6 +228,7 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* work
     lc_t c = {.in = in, .state = kind, .leader = leader, .stack = workspace};
     c.lo = in->starts[0];
     c.hi = in->starts[n - 1] + (in->sizes[n - 1] ? in->sizes[n - 1] : 1);
+    build_granule_filter(&c, (uint32_t*)workspace + 2 * n + 2, filter_slots(n));
     memset(kind, ST_UNREACHED, n);
     for (size_t i = 0; i < n; i++)
         leader[i] = SIZE_MAX;

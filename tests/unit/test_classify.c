@@ -3,6 +3,7 @@
 // classifier that runs in the agent at exit.
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../../src/agent/classify.h"
 #include "../../src/common/format.h"
@@ -177,6 +178,81 @@ TEST(zero_sized_block_reached_by_its_address) {
     EXPECT_EQ_U(h.kind[1], HL_LEAK_DEFINITE);
 }
 
+// Blocks placed at chosen offsets of one mapping, in address order, far apart: the words
+// between them fall in the blocks' span but in granules (64 KiB) that hold no block.
+typedef struct spread_s {
+    uint8_t* base; // 64 KiB-aligned
+    void* map;
+    size_t map_len;
+} spread_t;
+
+static int spread_make(spread_t* s, size_t len) {
+    s->map_len = len + (64u << 10);
+    s->map = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (s->map == MAP_FAILED)
+        return -1;
+    s->base = (uint8_t*)(((uintptr_t)s->map + (64u << 10) - 1) & ~(uintptr_t)((64u << 10) - 1));
+    return 0;
+}
+
+static void* spread_block(heap_t* h, spread_t* s, size_t offset, size_t size) {
+    void* p = s->base + offset;
+    h->starts[h->n] = (uintptr_t)p;
+    h->sizes[h->n] = size;
+    h->mem[h->n] = p;
+    h->n++;
+    return p;
+}
+
+TEST(far_apart_blocks_and_pointers_between_them) {
+    heap_t h;
+    reset(&h);
+    spread_t s;
+    ASSERT_TRUE(spread_make(&s, 8u << 20) == 0);
+    void** b0 = spread_block(&h, &s, 0, 64);
+    uint8_t* b1 = spread_block(&h, &s, 1u << 20, 200u << 10); // spans four granules
+    void** b2 = spread_block(&h, &s, (3u << 20) + 96, 64);
+    void** b3 = spread_block(&h, &s, 5u << 20, 64);
+    void** b4 = spread_block(&h, &s, (5u << 20) + (64u << 10) + 32, 64);
+    spread_block(&h, &s, 7u << 20, 8); // nothing points at it
+    *(void**)(b1 + (160u << 10)) = b2; // from the fourth granule of a possibly lost block
+    b3[0] = b4;
+    b0[0] = s.base + (2u << 20); // into the gap: no block there
+    void* roots[3] = {b1 + (150u << 10), s.base + (6u << 20), b0};
+    classify(&h, roots, 3);
+    EXPECT_EQ_U(h.kind[0], HL_LEAK_REACHABLE);
+    EXPECT_EQ_U(h.kind[1], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[2], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[3], HL_LEAK_DEFINITE);
+    EXPECT_EQ_U(h.kind[4], HL_LEAK_INDIRECT);
+    EXPECT_EQ_U(h.leader[4], 3);
+    EXPECT_EQ_U(h.kind[5], HL_LEAK_DEFINITE);
+    munmap(s.map, s.map_len);
+}
+
+// A block over more granules than the classifier keeps a set of (a few blocks, one of 6 MiB):
+// it goes without the set, with the same verdicts.
+TEST(huge_block_over_many_granules) {
+    heap_t h;
+    reset(&h);
+    spread_t s;
+    ASSERT_TRUE(spread_make(&s, 8u << 20) == 0);
+    void** b0 = spread_block(&h, &s, 0, 64);
+    uint8_t* big = spread_block(&h, &s, 1u << 20, 6u << 20);
+    void** tail = spread_block(&h, &s, (7u << 20) + 64, 64);
+    void** lost = spread_block(&h, &s, (7u << 20) + 4096, 64);
+    *(void**)(big + (5u << 20)) = tail;
+    lost[0] = b0;
+    void* roots[1] = {big + (3u << 20)};
+    classify(&h, roots, 1);
+    EXPECT_EQ_U(h.kind[0], HL_LEAK_INDIRECT); // only the lost block points at it
+    EXPECT_EQ_U(h.leader[0], 3);
+    EXPECT_EQ_U(h.kind[1], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[2], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[3], HL_LEAK_DEFINITE);
+    munmap(s.map, s.map_len);
+}
+
 int main(void) {
     RUN_TEST(start_pointer_from_root_is_reachable_and_chains);
     RUN_TEST(unreferenced_is_definite_and_what_it_holds_is_indirect);
@@ -187,5 +263,7 @@ int main(void) {
     RUN_TEST(heuristics_new_array_and_length64);
     RUN_TEST(heuristic_stdstring);
     RUN_TEST(zero_sized_block_reached_by_its_address);
+    RUN_TEST(far_apart_blocks_and_pointers_between_them);
+    RUN_TEST(huge_block_over_many_granules);
     return TEST_SUMMARY();
 }
