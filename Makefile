@@ -138,9 +138,9 @@ $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 $(BUILD)/tests/test_checkopts: tests/unit/test_checkopts.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
-$(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c $(HEADERS) $(TEST_HEADERS)
+$(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c src/analyze/symcache.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c -ldw -lelf -lstdc++ -ldl -pthread
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c src/analyze/symcache.c -ldw -lelf -lstdc++ -ldl -pthread
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm

@@ -280,6 +280,11 @@ report_formats() { # WORKLOAD TRACE
 }
 
 cd "$B" || exit 1 # stray files (traces of children, core dumps) land here, not in the tree
+# The reports keep their symbol lookups in a cache of the bench's own, empty at the start: the
+# first report through a module looks it up, later ones (other rounds, other workloads through
+# libc) read the answers back, as a user's reports do (src/analyze/symcache.h).
+export HEAPLENS_SYMBOL_CACHE=$B/symcache
+rm -rf "$HEAPLENS_SYMBOL_CACHE"
 start=$(date +%s)
 load0=$(cut -d' ' -f1 /proc/loadavg)
 log "bench: $(echo $workloads | wc -w) workloads x $rounds round(s); heaplens -d $depth; limits ${vmem} MiB virtual, ${timeout}s per command"

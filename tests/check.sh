@@ -7,6 +7,11 @@ set -u
 BUILD="$1"; shift
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pass=0; fail=0
+# The reports keep their symbol lookups in a cache of the run's own, not the user's: every
+# suite meets it cold, then warm (src/analyze/symcache.h).
+SYMCACHE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-check-symbols.XXXXXX")
+export HEAPLENS_SYMBOL_CACHE="$SYMCACHE_HOME/symbols"
+trap 'rm -rf "$SYMCACHE_HOME"' EXIT
 
 tally() { # the last "N passed, N failed" line of a suite's output, or one failure
     local out="$1" name="$2" line

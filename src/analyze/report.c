@@ -19,7 +19,7 @@ int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir) {
 }
 
 report_ctx_t* report_ctx_new(model_t* m, const char* sysroot) {
-    return report_ctx_new_with(m, symbolizer_new(sysroot));
+    return report_ctx_new_with(m, symbolizer_new_cached(sysroot));
 }
 
 report_ctx_t* report_ctx_new_with(model_t* m, symbolizer_t* sym) {

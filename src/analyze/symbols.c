@@ -6,6 +6,7 @@
 // is its own prefetch thread (symbolizer_prefetch), which opens modules and touches nothing else.
 
 #include "symbols.h"
+#include "symcache.h"
 
 #include <dwarf.h>
 #include <elfutils/libdwelf.h>
@@ -60,6 +61,11 @@ typedef struct {
     struct fsym_s* fsyms;
     size_t nfsyms;
     uint64_t first_sizeless; // lowest start of a sizeless symbol libdwfl would weigh
+    // The answers kept on disk (symcache.h); the caller's thread alone touches these.
+    char* cache_name;   // its file's name in cache_dir; NULL: not cached
+    bool is_named;      // cache_name was worked out
+    bool is_loaded;     // its file was read into the memo (or there was none)
+    bool has_new;       // the memo holds answers its file does not
 } module_t;
 
 typedef struct {
@@ -86,6 +92,7 @@ struct symbolizer_s {
     size_t intern_cap, intern_count;
     arena_block_t* arena;
     bool oom; // set by helpers that cannot report errors themselves; stops memoising bad results
+    char* cache_dir; // symbolizer_use_cache's; NULL: answers are not kept
     // The prefetch thread: opens queued modules (ELF, debug file, DWARF with its compressed
     // sections inflated, symbol table) while the caller reads the trace. It takes a module
     // UNOPENED -> OPENING -> OPEN or UNKNOWN under `lock`, writes only that module's entry, and
@@ -250,6 +257,126 @@ static memo_entry_t* memo_insert(symbolizer_t* sym, int module, uint64_t addr,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Answers kept on disk (symcache.h): a module's file is read into the memo before its first
+// lookup, and written anew at the end when lookups added to it.
+
+// The module's file as module_open opens it: the sysroot before the trace's path. malloc'd.
+static char* module_file(const symbolizer_t* sym, const module_t* m) {
+    const char* root = sym->sysroot ? sym->sysroot : "";
+    size_t len = strlen(root) + strlen(m->path) + 1;
+    char* file = malloc(len);
+    if (file)
+        snprintf(file, len, "%s%s", root, m->path);
+    return file;
+}
+
+#define CACHE_DEBUG_DIRS 32 // debug directories a module's cache name covers
+
+static const char* cache_name_of(symbolizer_t* sym, module_t* m) {
+    if (m->is_named)
+        return m->cache_name;
+    m->is_named = true;
+    // The absolute entries of libdwfl's search path are where it looks for the build-id's
+    // separate debug file; the relative ones are the binary's own directory (by debuglink).
+    char* path = strdup(sym->debuginfo_path ? sym->debuginfo_path : ":.debug:/usr/lib/debug");
+    char* file = module_file(sym, m);
+    const char* dirs[CACHE_DEBUG_DIRS];
+    int ndirs = 0;
+    char* save = NULL;
+    for (char* d = path ? strtok_r(path, ":", &save) : NULL; d && ndirs < CACHE_DEBUG_DIRS;
+         d = strtok_r(NULL, ":", &save))
+        if (d[0] == '/')
+            dirs[ndirs++] = d;
+    char name[256];
+    if (path && file &&
+        symcache_name(file, m->build_id, m->build_id_len, dirs, ndirs, name, sizeof name) == 0)
+        m->cache_name = strdup(name);
+    free(path);
+    free(file);
+    return m->cache_name;
+}
+
+typedef struct cache_walk_s {
+    symbolizer_t* sym;
+    int module;
+    size_t at; // the next memo slot to look at (storing)
+} cache_walk_t;
+
+static int cache_take(void* arg, const symcache_entry_t* e) {
+    cache_walk_t* w = arg;
+    symbolizer_t* sym = w->sym;
+    if (memo_find(sym, w->module, e->addr))
+        return 0;
+    sym_frame_t frames[SYMCACHE_FRAMES_MAX];
+    for (int i = 0; i < e->nframes; i++) {
+        frames[i] = e->frames[i];
+        frames[i].function = intern(sym, e->frames[i].function);
+        frames[i].file = intern(sym, e->frames[i].file);
+    }
+    if (sym->oom || !memo_insert(sym, w->module, e->addr, frames, e->nframes))
+        return -1; // what is in stays: each answer is whole
+    return 0;
+}
+
+static void cache_load(symbolizer_t* sym, int module) {
+    module_t* m = &sym->modules[module];
+    m->is_loaded = true;
+    const char* name = cache_name_of(sym, m);
+    if (!name)
+        return;
+    cache_walk_t w = {sym, module, 0};
+    sym->oom = false;
+    symcache_load(sym->cache_dir, name, cache_take, &w);
+}
+
+static int cache_give(void* arg, symcache_entry_t* e) {
+    cache_walk_t* w = arg;
+    const symbolizer_t* sym = w->sym;
+    while (w->at < sym->memo_cap) {
+        const memo_entry_t* me = &sym->memo[w->at++];
+        if (me->module == w->module) {
+            *e = (symcache_entry_t){me->addr, me->frames, (int)me->nframes};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Only what an opened module answered is kept: a module that could not be opened (missing,
+// another build, out of descriptors) is looked up again next time.
+static void cache_store_all(symbolizer_t* sym) {
+    if (!sym->cache_dir)
+        return;
+    for (int k = 0; k < sym->nmodules; k++) {
+        module_t* m = &sym->modules[k];
+        if (!m->has_new || m->state != MOD_OPEN || !cache_name_of(sym, m))
+            continue;
+        cache_walk_t w = {sym, k, 0};
+        symcache_store(sym->cache_dir, m->cache_name, cache_give, &w);
+    }
+}
+
+symbolizer_t* symbolizer_new_cached(const char* sysroot) {
+    symbolizer_t* sym = symbolizer_new(sysroot);
+    char* dir = sym ? symcache_default_dir() : NULL;
+    if (dir)
+        symbolizer_use_cache(sym, dir); // out of memory: no cache, the same answers
+    free(dir);
+    return sym;
+}
+
+int symbolizer_use_cache(symbolizer_t* sym, const char* dir) {
+    if (!sym || !dir || dir[0] != '/')
+        return -EINVAL;
+    char* copy = strdup(dir);
+    if (!copy)
+        return -ENOMEM;
+    free(sym->cache_dir);
+    sym->cache_dir = copy;
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Public lifetime API.
 
 symbolizer_t* symbolizer_new(const char* sysroot) {
@@ -305,9 +432,11 @@ void symbolizer_free(symbolizer_t* sym) {
         pthread_mutex_unlock(&sym->lock);
         pthread_join(sym->worker, NULL);
     }
+    cache_store_all(sym);
     pthread_cond_destroy(&sym->changed);
     pthread_mutex_destroy(&sym->lock);
     for (int i = 0; i < sym->nmodules; i++) {
+        free(sym->modules[i].cache_name);
         if (sym->modules[i].dwfl)
             dwfl_end(sym->modules[i].dwfl);
         free(sym->modules[i].path);
@@ -327,6 +456,7 @@ void symbolizer_free(symbolizer_t* sym) {
     }
     free(sym->debuginfo_path);
     free(sym->sysroot);
+    free(sym->cache_dir);
     free(sym);
 }
 
@@ -716,6 +846,10 @@ static void* prefetch_main(void* arg) {
 int symbolizer_prefetch(symbolizer_t* sym, int module) {
     if (!sym || module < 0 || module >= sym->nmodules)
         return -EINVAL;
+    // A module whose answers are on disk is opened only if a lookup misses them.
+    module_t* m = &sym->modules[module];
+    if (sym->cache_dir && cache_name_of(sym, m) && symcache_exists(sym->cache_dir, m->cache_name))
+        return 0;
     int rc = 0;
     pthread_mutex_lock(&sym->lock);
     sym->modules[module].is_queued = true;
@@ -788,6 +922,10 @@ int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_fram
     if (max <= 0)
         return 0;
     memo_entry_t* e = memo_find(sym, module, rel_addr);
+    if (!e && sym->cache_dir && !sym->modules[module].is_loaded) {
+        cache_load(sym, module);
+        e = memo_find(sym, module, rel_addr);
+    }
     if (!e) {
         sym_frame_t tmp[MAX_CHAIN];
         sym->oom = false;
@@ -798,6 +936,7 @@ int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_fram
         e = memo_insert(sym, module, rel_addr, tmp, n);
         if (!e)
             return -ENOMEM;
+        sym->modules[module].has_new = true;
     }
     int n = (int)e->nframes < max ? (int)e->nframes : max;
     memcpy(frames, e->frames, (size_t)n * sizeof(*frames));

@@ -29,7 +29,18 @@ symbolizer_t* symbolizer_new(const char* sysroot);
 // -EINVAL.
 int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
 
-// Release everything, including every string handed out by symbolizer_lookup.
+// symbolizer_new, keeping its answers in the user's cache (symcache_default_dir) when there is
+// one: what the reports use.
+symbolizer_t* symbolizer_new_cached(const char* sysroot);
+
+// Keep the answers on disk in DIR (absolute; symcache.h, symcache_default_dir() gives the
+// user's): a module whose answers are there is answered from them without being opened, and
+// what lookups add is written there when the symbolizer is freed. The answers are the same with
+// or without it. Call before the first lookup or prefetch. 0, or -errno.
+int symbolizer_use_cache(symbolizer_t* sym, const char* dir);
+
+// Release everything, including every string handed out by symbolizer_lookup (and first write
+// the answers a cache lacks).
 void symbolizer_free(symbolizer_t* sym);
 
 // Register a module as the trace names it. build_id may be NULL/0 length. Files are not opened

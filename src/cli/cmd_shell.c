@@ -338,7 +338,7 @@ static void show_events(shell_t* s) {
                   &stack, &n) == 7) {
         at += n;
         // The host's symbols (DWARF: static functions, file and line), the loader's name else.
-        symbolizer_t* sym = symbolizer_new(s->report.sysroot);
+        symbolizer_t* sym = symbolizer_new_cached(s->report.sysroot);
         sym_frame_t fr[8];
         int k = 0, got = 0;
         uint64_t ip = strtoull(where, NULL, 16), bias = strtoull(base, NULL, 16);

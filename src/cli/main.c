@@ -334,7 +334,7 @@ static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t
         cli_trace_close(t);
         return 1;
     }
-    symbolizer_t* sym = symbolizer_new(o->sysroot);
+    symbolizer_t* sym = symbolizer_new_cached(o->sysroot);
     for (int k = 0; sym && k < o->ndebug_dirs; k++)
         if (symbolizer_add_debug_dir(sym, o->debug_dirs[k]) != 0) {
             symbolizer_free(sym);

@@ -77,6 +77,9 @@ static const char* text_file(const char* name, const char* text) {
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
     (void)argc, (void)argv;
+    // Every input is a new trace: answers kept on disk would only grow a file per run and make
+    // one input's result depend on the inputs before it.
+    setenv("HEAPLENS_SYMBOL_CACHE", "off", 1);
     devnull = fopen("/dev/null", "w");
     // The CLI's text goes to stdout: keep it out of the fuzzer's log. (Its one-line errors go
     // to stderr; run the fuzzer with -close_fd_mask=2 to hide them.)

@@ -381,4 +381,52 @@ cat "$WORK/modes_077.log"
 PASSED=$((PASSED + $(grep -c '^PASS' "$WORK/modes_077.log")))
 FAILED=$((FAILED + $(grep -c '^FAIL' "$WORK/modes_077.log")))
 
+# --- The symbol cache: reports keep what they looked up in a private directory of the user's
+# (src/analyze/symcache.h); the same report cold or warm, nothing followed, nothing shared.
+SC=$WORK/symcache
+mkdir -p "$SC"
+(cd "$SC" && timeout -k 5 $TIMEOUT "$HL" run -q -o sc.hl -- "$PROGS/alloc_basic" >/dev/null 2>&1 </dev/null)
+json() { # JSON_OUT [ENV...]: the JSON report of sc.hl, with only the cache's environment set
+    local out=$1
+    shift
+    (cd "$SC" && env -u HEAPLENS_SYMBOL_CACHE -u XDG_CACHE_HOME "$@" timeout -k 5 $TIMEOUT \
+        "$HL" report -q --json "$out" sc.hl >/dev/null 2>&1)
+}
+json "$SC/off.json" HEAPLENS_SYMBOL_CACHE=off HOME="$SC/home_off"
+ok "symbol cache off: nothing made" "$(ls -A "$SC/home_off" 2>&1 | head -3)" [ ! -e "$SC/home_off" ]
+json "$SC/cold.json" HOME="$SC/home"
+json "$SC/warm.json" HOME="$SC/home"
+CD=$SC/home/.cache/heaplens/symbols
+same_json() { cmp -s "$SC/off.json" "$SC/cold.json" && cmp -s "$SC/off.json" "$SC/warm.json"; }
+ok "symbol cache: the same JSON cold, warm and without it" "differs" same_json
+files=$(ls "$CD" 2>/dev/null | wc -l)
+modes=$(stat -c %a "$SC/home/.cache" "$SC/home/.cache/heaplens" "$CD" 2>&1 | tr '\n' ' ')
+fmodes=$(cd "$CD" 2>/dev/null && stat -c %a -- * 2>/dev/null | sort -u | tr '\n' ' ')
+ok "symbol cache: directories 700, files 600" "dirs '$modes', $files files '$fmodes'" \
+    [ "$modes" = "700 700 700 " -a "$files" -ge 1 -a "$fmodes" = "600 " ]
+# A link planted in place of each file: not read, not written through; replaced by a file.
+echo "victim" >"$SC/victim"
+for f in "$CD"/*.sym; do ln -sf "$SC/victim" "$f"; done
+json "$SC/planted.json" HOME="$SC/home"
+ok "symbol cache: planted links neither read nor written through" "victim: $(peek "$SC/victim")" \
+    [ "$(cat "$SC/victim")" = victim ]
+cmp -s "$SC/off.json" "$SC/planted.json" && pass "symbol cache: planted links, the same JSON" ||
+    fail "symbol cache: planted links, the same JSON" "differs"
+links=$(find "$CD" -type l | wc -l)
+ok "symbol cache: the links replaced by the user's files" "$links links left" [ "$links" = 0 ]
+# A directory others may enter is not used: nothing written in it.
+mkdir -p "$SC/open/symbols" && chmod 777 "$SC/open/symbols"
+json "$SC/open.json" HEAPLENS_SYMBOL_CACHE="$SC/open/symbols"
+n=$(ls -A "$SC/open/symbols" | wc -l)
+ok "symbol cache: a directory others may enter is not used" "$n files in it" [ "$n" = 0 ]
+cmp -s "$SC/off.json" "$SC/open.json" && pass "symbol cache: unused directory, the same JSON" ||
+    fail "symbol cache: unused directory, the same JSON" "differs"
+# A damaged file (cut short) is passed over and written anew.
+for f in "$CD"/*.sym; do truncate -s 20 "$f"; done
+json "$SC/cut.json" HOME="$SC/home"
+cmp -s "$SC/off.json" "$SC/cut.json" && pass "symbol cache: files cut short, the same JSON" ||
+    fail "symbol cache: files cut short, the same JSON" "differs"
+small=$(find "$CD" -name '*.sym' -size -21c | wc -l)
+ok "symbol cache: files cut short written anew" "$small still short" [ "$small" = 0 ]
+
 finish

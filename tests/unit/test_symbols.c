@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT
 // test_symbols.c - symbolizer against real code: this binary's own -O2 -g functions (plain and
 // with an always_inline helper), libstdc++'s mangled exports, libc via separate debuginfo, and
-// the failure modes (missing file, wrong build-id) that must degrade to "unknown".
+// the failure modes (missing file, wrong build-id) that must degrade to "unknown"; the answers
+// kept on disk (symcache.c): the same answers, files private, nothing trusted in them.
 #define _GNU_SOURCE
 #include "harness.h"
 #include "symbols.h"
+#include "symcache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -380,6 +385,191 @@ TEST(test_prefetch) {
     symbolizer_free(plain);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The cache on disk.
+
+static char* cache_dir_make(void) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/hl-symcache-test.XXXXXX");
+    return mkdtemp(dir);
+}
+
+static void cache_dir_remove(const char* dir) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+// The one cache file of the directory (its name into name): 0, or -1 when there is not one.
+static int only_file(const char* dir, char* name, size_t len) {
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    FILE* p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int n = 0;
+    char line[256];
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(name, len, "%.200s", line);
+        n++;
+    }
+    pclose(p);
+    return n == 1 ? 0 : -1;
+}
+
+static int lookup_plain(const char* dir, const module_query_t* self, sym_frame_t* f, char* fn,
+                        size_t fnlen) {
+    symbolizer_t* sym = symbolizer_new(NULL);
+    if (!sym)
+        return -1;
+    if (dir)
+        symbolizer_use_cache(sym, dir);
+    int mod = symbolizer_add_module(sym, self->path, self->build_id, self->build_id_len);
+    int n = symbolizer_lookup(sym, mod, plain_site(self), f, 1);
+    snprintf(fn, fnlen, "%s", n == 1 && f[0].function ? f[0].function : "(none)");
+    f[0].function = NULL; // the string dies with the symbolizer
+    f[0].file = NULL;
+    symbolizer_free(sym);
+    return n;
+}
+
+TEST(test_cache_same_answers_private_files) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found && self.build_id_len > 0);
+    char* dir = cache_dir_make();
+    ASSERT_TRUE(dir);
+    sym_frame_t f[1];
+    char fn[128];
+    // Cold: looked up, then written; warm: read back, the same answer.
+    ASSERT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "plain_function");
+    uint32_t line = f[0].line;
+    EXPECT_EQ_U(line, plain_line);
+    char name[256], path[512];
+    ASSERT_TRUE(only_file(dir, name, sizeof name) == 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    ASSERT_TRUE(lstat(path, &st) == 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "plain_function");
+    EXPECT_EQ_U(f[0].line, line);
+    cache_dir_remove(dir);
+}
+
+static int give_one(void* arg, symcache_entry_t* e) {
+    int* left = arg;
+    static const sym_frame_t fake = {.function = "answered_from_the_cache", .file = "cache.c",
+                                     .line = 4242};
+    if (!(*left)--)
+        return 0;
+    *e = (symcache_entry_t){0, &fake, 1};
+    return 1;
+}
+
+// A file written for the module under its name answers for it, without the module being
+// opened: the proof that the cache is what answers. Then the same file damaged in each way a
+// disk or another program could: not trusted, looked up again, and written anew.
+TEST(test_cache_file_answers_and_bad_files_do_not) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found && self.build_id_len > 0);
+    char* dir = cache_dir_make();
+    ASSERT_TRUE(dir);
+    const char* dirs[] = {"/usr/lib/debug"};
+    char name[256], path[512];
+    ASSERT_TRUE(symcache_name(self.path, self.build_id, self.build_id_len, dirs, 1, name,
+                              sizeof name) == 0);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sym_frame_t f[1];
+    char fn[128];
+
+    // Forged: an answer at the address the lookup asks for (the plain site's).
+    int one = 1;
+    ASSERT_TRUE(symcache_store(dir, name, give_one, &one) == 0);
+    // give_one answers at address 0: rewrite it at the plain site's address.
+    {
+        int fd = open(path, O_RDWR);
+        ASSERT_TRUE(fd >= 0);
+        uint64_t addr = plain_site(&self);
+        uint8_t le[8];
+        for (int i = 0; i < 8; i++)
+            le[i] = (uint8_t)(addr >> (8 * i));
+        EXPECT_TRUE(pwrite(fd, le, 8, 16) == 8);
+        close(fd);
+    }
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "answered_from_the_cache");
+    EXPECT_EQ_U(f[0].line, 4242);
+
+    // Each damage: one byte short, a count past its entries, a length past the end, a string
+    // without its NUL, a planted link (to the forged file): the real answer every time.
+    struct stat st;
+    ASSERT_TRUE(stat(path, &st) == 0);
+    char forged_copy[600];
+    snprintf(forged_copy, sizeof forged_copy, "%s/forged", dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, forged_copy);
+    ASSERT_TRUE(system(cmd) == 0);
+    for (int damage = 0; damage < 5; damage++) {
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 600 '%s'", forged_copy, path, path);
+        ASSERT_TRUE(system(cmd) == 0);
+        int fd = open(path, O_RDWR);
+        ASSERT_TRUE(fd >= 0);
+        uint8_t b = 0xff;
+        if (damage == 0)
+            EXPECT_TRUE(ftruncate(fd, st.st_size - 1) == 0);
+        else if (damage == 1)
+            EXPECT_TRUE(pwrite(fd, &b, 1, 8) == 1); // 255 entries
+        else if (damage == 2)
+            EXPECT_TRUE(pwrite(fd, &b, 1, 16 + 9 + 5 + 1) == 1); // the function's length
+        else if (damage == 3)
+            EXPECT_TRUE(pwrite(fd, "x", 1, 16 + 9 + 5 + 2 + 23) == 1); // its NUL
+        close(fd);
+        if (damage == 4) {
+            unlink(path);
+            ASSERT_TRUE(symlink(forged_copy, path) == 0);
+        }
+        EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+        EXPECT_STREQ(fn, "plain_function");
+        if (strcmp(fn, "plain_function") != 0)
+            fprintf(stderr, "  damage %d was trusted\n", damage);
+        // Written anew, a file of the user's in place of what was there (the link's target
+        // untouched).
+        EXPECT_TRUE(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+    }
+    ASSERT_TRUE(lookup_plain(NULL, &self, f, fn, sizeof fn) == 1);
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "plain_function");
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", forged_copy, path);
+    EXPECT_TRUE(system(cmd) != 0);
+    cache_dir_remove(dir);
+}
+
+// The environment's directory: made private, refused when it is not.
+TEST(test_cache_default_dir) {
+    char* base = cache_dir_make();
+    ASSERT_TRUE(base);
+    char want[128];
+    snprintf(want, sizeof want, "%s/x/heaplens/symbols", base);
+    setenv("HEAPLENS_SYMBOL_CACHE", "off", 1);
+    EXPECT_TRUE(symcache_default_dir() == NULL);
+    unsetenv("HEAPLENS_SYMBOL_CACHE");
+    char xdg[128];
+    snprintf(xdg, sizeof xdg, "%s/x", base);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    char* dir = symcache_default_dir();
+    EXPECT_TRUE(dir && strcmp(dir, want) == 0);
+    struct stat st;
+    EXPECT_TRUE(lstat(want, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 077) == 0);
+    free(dir);
+    chmod(want, 0770); // others may enter: not used
+    EXPECT_TRUE(symcache_default_dir() == NULL);
+    unsetenv("XDG_CACHE_HOME");
+    cache_dir_remove(base);
+}
+
 int main(void) {
     RUN_TEST(test_plain_function);
     RUN_TEST(test_inline_chain);
@@ -390,5 +580,8 @@ int main(void) {
     RUN_TEST(test_sysroot);
     RUN_TEST(test_speed);
     RUN_TEST(test_prefetch);
+    RUN_TEST(test_cache_same_answers_private_files);
+    RUN_TEST(test_cache_file_answers_and_bad_files_do_not);
+    RUN_TEST(test_cache_default_dir);
     return TEST_SUMMARY();
 }
