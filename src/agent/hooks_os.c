@@ -21,6 +21,7 @@
 #include "real.h"
 #include "record.h"
 #include "thread.h"
+#include "unwind.h"
 #include "writer.h"
 
 #define TRACING()                                                                                  \
@@ -158,6 +159,8 @@ HL_EXPORT int dlclose(void* h) {
         writer_flush_sync();
     }
     int rc = hl_real.dlclose(h);
+    if (rc == 0)
+        unwind_code_unloaded();
     if (TRACING()) {
         thread_self()->busy = 1;
         writer_modules_changed();

@@ -474,10 +474,19 @@ void unwind_forget_recent(void) {
     atomic_fetch_add(&recent_generation, 1);
 }
 
+// Code was unloaded (dlclose): a rule cached for one of its addresses would be applied to
+// whatever code is loaded there next. Each thread empties its rules at its next capture.
+static _Atomic unsigned code_generation;
+
+void unwind_code_unloaded(void) {
+    atomic_fetch_add(&code_generation, 1);
+}
+
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
     recent_t recent[2];
-    unsigned seq; // captures so far, of either kind
+    unsigned seq;             // captures so far, of either kind
+    unsigned code_generation; // code_generation when the rules were worked out
 } unwind_state_t;
 
 static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
@@ -637,6 +646,11 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
+    unsigned code = atomic_load_explicit(&code_generation, memory_order_relaxed);
+    if (hl_unlikely(st->code_generation != code)) {
+        memset(st->rules, 0, sizeof st->rules);
+        st->code_generation = code;
+    }
     recent_t* rc = &st->recent[which];
     const recent_t* other = &st->recent[which ^ 1];
     int after_other = other->latest_seq > rc->latest_seq;
@@ -706,6 +720,7 @@ uint32_t stack_capture(hl_thread_t* t) {
 }
 uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
 void unwind_forget_recent(void) {} // nothing is remembered between walks here
+void unwind_code_unloaded(void) {}
 #endif
 
 // ---------------------------------------------------------------------------------------------
