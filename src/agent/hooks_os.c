@@ -143,6 +143,7 @@ HL_EXPORT void* dlopen(const char* file, int mode) {
         h = dlopen_as_caller(__builtin_return_address(0), file, mode);
     if (h)
         real_route_new_modules(); // a foreign allocator's calls from the new modules too
+    unwind_code_unloaded(); // the loader unloads objects of its own too (a failed load's)
     if (h && TRACING()) {
         thread_self()->busy = 1;
         writer_modules_changed();
@@ -160,7 +161,7 @@ HL_EXPORT int dlclose(void* h) {
     }
     int rc = hl_real.dlclose(h);
     if (rc == 0)
-        unwind_code_unloaded();
+        unwind_code_unloaded(); // before the next capture on this thread (others see it then)
     if (TRACING()) {
         thread_self()->busy = 1;
         writer_modules_changed();

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unwind.h>
@@ -474,12 +475,25 @@ void unwind_forget_recent(void) {
     atomic_fetch_add(&recent_generation, 1);
 }
 
-// Code was unloaded (dlclose): a rule cached for one of its addresses would be applied to
-// whatever code is loaded there next. Each thread empties its rules at its next capture.
+// Code was unloaded: a rule cached for one of its addresses would be applied to whatever code
+// is loaded there next. Each thread gives back its rules' pages (they read as empty again) at
+// its next capture. The loader counts the objects it has removed (dl_iterate_phdr's
+// dlpi_subs): only a change of that count is an unloading (a dlclose of an object still in
+// use, or one never unloaded, is not).
 static _Atomic unsigned code_generation;
+static _Atomic unsigned long long subs_seen;
+
+static int loader_subs(struct dl_phdr_info* info, size_t size, void* arg) {
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *(unsigned long long*)arg = info->dlpi_subs;
+    return 1; // the first object tells
+}
 
 void unwind_code_unloaded(void) {
-    atomic_fetch_add(&code_generation, 1);
+    unsigned long long subs = 0;
+    dl_iterate_phdr(loader_subs, &subs);
+    if (atomic_exchange(&subs_seen, subs) != subs)
+        atomic_fetch_add(&code_generation, 1);
 }
 
 typedef struct unwind_state_s {
@@ -648,7 +662,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned code = atomic_load_explicit(&code_generation, memory_order_relaxed);
     if (hl_unlikely(st->code_generation != code)) {
-        memset(st->rules, 0, sizeof st->rules);
+        os_discard(st->rules, sizeof st->rules); // page-aligned: the state's first member
         st->code_generation = code;
     }
     recent_t* rc = &st->recent[which];

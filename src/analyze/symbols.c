@@ -61,12 +61,16 @@ typedef struct {
     struct fsym_s* fsyms;
     size_t nfsyms;
     uint64_t first_sizeless; // lowest start of a sizeless symbol libdwfl would weigh
-    // The answers kept on disk (symcache.h); the caller's thread alone touches these.
-    char* cache_name;   // its file's name in cache_dir; NULL: not cached
-    bool is_named;      // cache_name was worked out
-    bool is_loaded;     // its file was read into the memo (or there was none)
-    bool has_new;       // the memo holds answers its file does not
 } module_t;
+
+// A module's answers kept on disk (symcache.h). Apart from module_t, which the prefetch thread
+// copies and writes back: the caller's thread alone touches these.
+typedef struct module_cache_s {
+    char* name;     // its file's name in the cache directory; NULL: not cached
+    bool is_named;  // name was worked out
+    bool is_loaded; // its file was read into the memo (or there was none)
+    bool has_new;   // the memo holds answers its file does not
+} module_cache_t;
 
 typedef struct {
     uint64_t addr;
@@ -92,7 +96,8 @@ struct symbolizer_s {
     size_t intern_cap, intern_count;
     arena_block_t* arena;
     bool oom; // set by helpers that cannot report errors themselves; stops memoising bad results
-    char* cache_dir; // symbolizer_use_cache's; NULL: answers are not kept
+    int cache_fd;            // the cache directory (symbolizer_use_cache), -1: answers not kept
+    module_cache_t* caches;  // by module, as many as cap_modules
     // The prefetch thread: opens queued modules (ELF, debug file, DWARF with its compressed
     // sections inflated, symbol table) while the caller reads the trace. It takes a module
     // UNOPENED -> OPENING -> OPEN or UNKNOWN under `lock`, writes only that module's entry, and
@@ -195,6 +200,8 @@ static const char* intern_function(symbolizer_t* sym, const char* name) {
     if (name[0] == '_' && name[1] == 'Z') {
         int status = 0;
         char* demangled = __cxa_demangle(name, NULL, NULL, &status);
+        if (status == -1)
+            sym->oom = true; // a name left mangled for want of memory is no answer to keep
         if (demangled && status == 0) {
             const char* r = intern(sym, demangled);
             free(demangled);
@@ -272,10 +279,12 @@ static char* module_file(const symbolizer_t* sym, const module_t* m) {
 
 #define CACHE_DEBUG_DIRS 32 // debug directories a module's cache name covers
 
-static const char* cache_name_of(symbolizer_t* sym, module_t* m) {
-    if (m->is_named)
-        return m->cache_name;
-    m->is_named = true;
+static const char* cache_name_of(symbolizer_t* sym, int module) {
+    module_cache_t* c = &sym->caches[module];
+    const module_t* m = &sym->modules[module];
+    if (c->is_named)
+        return c->name;
+    c->is_named = true;
     // The absolute entries of libdwfl's search path are where it looks for the build-id's
     // separate debug file; the relative ones are the binary's own directory (by debuglink).
     char* path = strdup(sym->debuginfo_path ? sym->debuginfo_path : ":.debug:/usr/lib/debug");
@@ -290,10 +299,10 @@ static const char* cache_name_of(symbolizer_t* sym, module_t* m) {
     char name[256];
     if (path && file &&
         symcache_name(file, m->build_id, m->build_id_len, dirs, ndirs, name, sizeof name) == 0)
-        m->cache_name = strdup(name);
+        c->name = strdup(name);
     free(path);
     free(file);
-    return m->cache_name;
+    return c->name;
 }
 
 typedef struct cache_walk_s {
@@ -319,14 +328,13 @@ static int cache_take(void* arg, const symcache_entry_t* e) {
 }
 
 static void cache_load(symbolizer_t* sym, int module) {
-    module_t* m = &sym->modules[module];
-    m->is_loaded = true;
-    const char* name = cache_name_of(sym, m);
+    sym->caches[module].is_loaded = true;
+    const char* name = cache_name_of(sym, module);
     if (!name)
         return;
     cache_walk_t w = {sym, module, 0};
     sym->oom = false;
-    symcache_load(sym->cache_dir, name, cache_take, &w);
+    symcache_load(sym->cache_fd, name, cache_take, &w);
 }
 
 static int cache_give(void* arg, symcache_entry_t* e) {
@@ -342,37 +350,40 @@ static int cache_give(void* arg, symcache_entry_t* e) {
     return 0;
 }
 
-// Only what an opened module answered is kept: a module that could not be opened (missing,
-// another build, out of descriptors) is looked up again next time.
+// Only the answers of a module whose DWARF was read are kept: one that could not be opened
+// (missing, another build, out of descriptors) or whose DWARF could not be read (none installed
+// yet, out of memory) answered from less than it may have next time. Called once the prefetch
+// thread has stopped.
 static void cache_store_all(symbolizer_t* sym) {
-    if (!sym->cache_dir)
+    if (sym->cache_fd < 0)
         return;
     for (int k = 0; k < sym->nmodules; k++) {
         module_t* m = &sym->modules[k];
-        if (!m->has_new || m->state != MOD_OPEN || !cache_name_of(sym, m))
+        Dwarf_Addr bias = 0;
+        if (!sym->caches[k].has_new || m->state != MOD_OPEN || !m->mod ||
+            !dwfl_module_getdwarf(m->mod, &bias) || !cache_name_of(sym, k))
             continue;
         cache_walk_t w = {sym, k, 0};
-        symcache_store(sym->cache_dir, m->cache_name, cache_give, &w);
+        symcache_store(sym->cache_fd, sym->caches[k].name, cache_give, &w);
     }
 }
 
 symbolizer_t* symbolizer_new_cached(const char* sysroot) {
     symbolizer_t* sym = symbolizer_new(sysroot);
-    char* dir = sym ? symcache_default_dir() : NULL;
-    if (dir)
-        symbolizer_use_cache(sym, dir); // out of memory: no cache, the same answers
-    free(dir);
+    if (sym)
+        sym->cache_fd = symcache_open_default(); // -1: no cache, the same answers
     return sym;
 }
 
 int symbolizer_use_cache(symbolizer_t* sym, const char* dir) {
     if (!sym || !dir || dir[0] != '/')
         return -EINVAL;
-    char* copy = strdup(dir);
-    if (!copy)
-        return -ENOMEM;
-    free(sym->cache_dir);
-    sym->cache_dir = copy;
+    int fd = symcache_open(dir);
+    if (fd < 0)
+        return -EPERM;
+    if (sym->cache_fd >= 0)
+        close(sym->cache_fd);
+    sym->cache_fd = fd;
     return 0;
 }
 
@@ -383,6 +394,7 @@ symbolizer_t* symbolizer_new(const char* sysroot) {
     symbolizer_t* sym = calloc(1, sizeof(*sym));
     if (!sym)
         return NULL;
+    sym->cache_fd = -1;
     pthread_mutex_init(&sym->lock, NULL);
     pthread_cond_init(&sym->changed, NULL);
     if (sysroot && sysroot[0]) {
@@ -436,7 +448,7 @@ void symbolizer_free(symbolizer_t* sym) {
     pthread_cond_destroy(&sym->changed);
     pthread_mutex_destroy(&sym->lock);
     for (int i = 0; i < sym->nmodules; i++) {
-        free(sym->modules[i].cache_name);
+        free(sym->caches[i].name);
         if (sym->modules[i].dwfl)
             dwfl_end(sym->modules[i].dwfl);
         free(sym->modules[i].path);
@@ -454,9 +466,11 @@ void symbolizer_free(symbolizer_t* sym) {
         free(b);
         b = next;
     }
+    free(sym->caches);
+    if (sym->cache_fd >= 0)
+        close(sym->cache_fd);
     free(sym->debuginfo_path);
     free(sym->sysroot);
-    free(sym->cache_dir);
     free(sym);
 }
 
@@ -484,8 +498,12 @@ int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* bu
     if (sym->nmodules == sym->cap_modules) {
         int cap = sym->cap_modules ? sym->cap_modules * 2 : 16;
         module_t* m = realloc(sym->modules, (size_t)cap * sizeof(*m));
-        if (m) {
+        if (m)
             sym->modules = m;
+        module_cache_t* c = m ? realloc(sym->caches, (size_t)cap * sizeof(*c)) : NULL;
+        if (c) {
+            memset(c + sym->cap_modules, 0, (size_t)(cap - sym->cap_modules) * sizeof(*c));
+            sym->caches = c;
             sym->cap_modules = cap;
         }
     }
@@ -847,8 +865,8 @@ int symbolizer_prefetch(symbolizer_t* sym, int module) {
     if (!sym || module < 0 || module >= sym->nmodules)
         return -EINVAL;
     // A module whose answers are on disk is opened only if a lookup misses them.
-    module_t* m = &sym->modules[module];
-    if (sym->cache_dir && cache_name_of(sym, m) && symcache_exists(sym->cache_dir, m->cache_name))
+    if (sym->cache_fd >= 0 && cache_name_of(sym, module) &&
+        symcache_exists(sym->cache_fd, sym->caches[module].name))
         return 0;
     int rc = 0;
     pthread_mutex_lock(&sym->lock);
@@ -922,7 +940,7 @@ int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_fram
     if (max <= 0)
         return 0;
     memo_entry_t* e = memo_find(sym, module, rel_addr);
-    if (!e && sym->cache_dir && !sym->modules[module].is_loaded) {
+    if (!e && sym->cache_fd >= 0 && !sym->caches[module].is_loaded) {
         cache_load(sym, module);
         e = memo_find(sym, module, rel_addr);
     }
@@ -936,7 +954,7 @@ int symbolizer_lookup(symbolizer_t* sym, int module, uint64_t rel_addr, sym_fram
         e = memo_insert(sym, module, rel_addr, tmp, n);
         if (!e)
             return -ENOMEM;
-        sym->modules[module].has_new = true;
+        sym->caches[module].has_new = true;
     }
     int n = (int)e->nframes < max ? (int)e->nframes : max;
     memcpy(frames, e->frames, (size_t)n * sizeof(*frames));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // symcache.c - the symbolizer's answers on disk (symcache.h). A file:
-//   "HLSYMC01" | u32 entries | u32 0 |
+//   "HLSYMC02" | u16 length | its own name, the last byte NUL | u32 entries |
 //   per entry: u64 address | u8 frames (1..SYMCACHE_FRAMES_MAX) |
 //     per frame: u32 line | u8 flags (SC_INLINED, SC_FUNCTION, SC_FILE) |
 //                [u16 length | bytes, the last one NUL] for the function, then the file, if flagged
@@ -16,14 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/private_dir.h"
 
-#define SC_MAGIC "HLSYMC01"
+#define SC_MAGIC "HLSYMC02"
 #define SC_END "HLSYMEND"
 #define SC_MAGIC_LEN 8
-#define SC_HEADER (SC_MAGIC_LEN + 8)
+#define SC_NAME_MAX 255 // a file's name, as symcache_name makes them
 #define SC_INLINED 1u
 #define SC_FUNCTION 2u
 #define SC_FILE 4u
@@ -32,9 +33,34 @@
 // ---------------------------------------------------------------------------------------------
 // The directory
 
-// mkdir -p with mode 0700 for what is missing below an existing prefix.
-static void make_path(char* path) {
-    for (char* p = path + 1; *p; p++) {
+int symcache_open(const char* path) {
+    char dir[4096];
+    size_t len = strlen(path);
+    // A trailing slash would make the last component's link followed, O_NOFOLLOW or not.
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    if (path[0] != '/' || len >= sizeof dir)
+        return -1;
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !hl_is_private_dir(&st, geteuid()))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+// base + rest, each missing directory of rest made 0700 when base is a directory already (a
+// HOME that does not exist is not made): the descriptor of the last, checked, or -1.
+static int open_below(const char* base, const char* rest) {
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s%s", base, rest);
+    if (n < 0 || (size_t)n >= sizeof path || stat(base, &st) != 0 || !S_ISDIR(st.st_mode))
+        return -1;
+    for (char* p = path + strlen(base) + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
@@ -42,41 +68,24 @@ static void make_path(char* path) {
         *p = '/';
     }
     mkdir(path, 0700);
+    return symcache_open(path);
 }
 
-static char* joined(const char* a, const char* b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char* s = malloc(la + lb + 1);
-    if (s) {
-        memcpy(s, a, la);
-        memcpy(s + la, b, lb + 1);
-    }
-    return s;
-}
-
-char* symcache_default_dir(void) {
+int symcache_open_default(void) {
     const char* env = getenv("HEAPLENS_SYMBOL_CACHE");
     const char* xdg = getenv("XDG_CACHE_HOME");
     const char* home = getenv("HOME");
-    char* dir = NULL;
     if (env) {
         if (env[0] != '/') // "off", "0", empty, or a relative path: no cache
-            return NULL;
-        dir = strdup(env);
-    } else if (xdg && xdg[0] == '/') {
-        dir = joined(xdg, "/heaplens/symbols");
-    } else if (home && home[0] == '/') {
-        dir = joined(home, "/.cache/heaplens/symbols");
+            return -1;
+        mkdir(env, 0700); // the directory itself, not its parents
+        return symcache_open(env);
     }
-    if (!dir)
-        return NULL;
-    make_path(dir);
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !hl_is_private_dir(&st, geteuid())) {
-        free(dir);
-        return NULL;
-    }
-    return dir;
+    if (xdg && xdg[0] == '/')
+        return open_below(xdg, "/heaplens/symbols");
+    if (home && home[0] == '/')
+        return open_below(home, "/.cache/heaplens/symbols");
+    return -1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -101,8 +110,12 @@ static uint64_t fnv_stat(uint64_t h, const char* path) {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return fnv(h, "", 1);
-    uint64_t id[6] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
-                      (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec, 1};
+    // The change time moves with any rewrite or change of mode, even one that keeps the
+    // modification time (cp -p).
+    uint64_t id[8] = {(uint64_t)st.st_dev,        (uint64_t)st.st_ino,
+                      (uint64_t)st.st_size,       (uint64_t)st.st_mtim.tv_sec,
+                      (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_ctim.tv_sec,
+                      (uint64_t)st.st_ctim.tv_nsec, (uint64_t)st.st_mode};
     return fnv(h, id, sizeof id);
 }
 
@@ -110,7 +123,8 @@ int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len
                   const char* const* debug_dirs, int ndebug_dirs, char* out, size_t outlen) {
     struct stat st;
     if (!build_id || build_id_len < 2 || build_id_len > SC_BUILD_ID_MAX ||
-        stat(file, &st) != 0 || !S_ISREG(st.st_mode) || outlen < 2 * build_id_len + 22)
+        stat(file, &st) != 0 || !S_ISREG(st.st_mode) || outlen < 2 * build_id_len + 22 ||
+        2 * build_id_len + 21 > SC_NAME_MAX)
         return -1;
     char hex[2 * SC_BUILD_ID_MAX + 1];
     for (size_t i = 0; i < build_id_len; i++)
@@ -129,14 +143,9 @@ int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len
     return 0;
 }
 
-int symcache_exists(const char* dir, const char* name) {
+int symcache_exists(int dir, const char* name) {
     struct stat st;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return 0;
-    int is = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-    close(dfd);
-    return is;
+    return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,28 +208,35 @@ static int take_entry(cursor_t* c, symcache_entry_t* e, sym_frame_t* frames) {
     return 0;
 }
 
-// The entries of a file read whole into buf: their count when the bytes are exactly a file
-// symcache_store writes, else -1.
-static long check_file(const uint8_t* buf, size_t len) {
-    if (len < SC_HEADER + SC_MAGIC_LEN || memcmp(buf, SC_MAGIC, SC_MAGIC_LEN) != 0 ||
+// The header of a file read whole into buf: the entries' count, with c at the first of them and
+// up to the end marker, when it is a file symcache_store wrote under this name; else -1.
+static long check_header(const uint8_t* buf, size_t len, const char* name, cursor_t* c) {
+    if (len < 2 * SC_MAGIC_LEN || memcmp(buf, SC_MAGIC, SC_MAGIC_LEN) != 0 ||
         memcmp(buf + len - SC_MAGIC_LEN, SC_END, SC_MAGIC_LEN) != 0)
         return -1;
-    uint64_t count = le(buf + SC_MAGIC_LEN, 4);
-    cursor_t c = {buf + SC_HEADER, len - SC_HEADER - SC_MAGIC_LEN};
-    sym_frame_t frames[SYMCACHE_FRAMES_MAX];
-    symcache_entry_t e;
-    for (uint64_t i = 0; i < count; i++)
-        if (take_entry(&c, &e, frames) != 0)
-            return -1;
-    return c.left == 0 ? (long)count : -1;
+    *c = (cursor_t){buf + SC_MAGIC_LEN, len - 2 * SC_MAGIC_LEN};
+    const char* own;
+    uint8_t b[4];
+    if (take_string(c, &own) != 0 || strcmp(own, name) != 0 || take(c, b, 4) != 0)
+        return -1;
+    return (long)le(b, 4);
 }
 
-static uint8_t* read_file(const char* dir, const char* name, size_t* len) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return NULL;
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    close(dfd);
+// The entries of a file read whole into buf: their count when the bytes are exactly a file
+// symcache_store wrote under this name, else -1.
+static long check_file(const uint8_t* buf, size_t len, const char* name) {
+    cursor_t c;
+    long count = check_header(buf, len, name, &c);
+    sym_frame_t frames[SYMCACHE_FRAMES_MAX];
+    symcache_entry_t e;
+    for (long i = 0; i < count; i++)
+        if (take_entry(&c, &e, frames) != 0)
+            return -1;
+    return count >= 0 && c.left == 0 ? count : -1;
+}
+
+static uint8_t* read_file(int dir, const char* name, size_t* len) {
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return NULL;
     struct stat st;
@@ -248,18 +264,18 @@ static uint8_t* read_file(const char* dir, const char* name, size_t* len) {
     return buf;
 }
 
-int symcache_load(const char* dir, const char* name,
-                  int (*each)(void* arg, const symcache_entry_t* e), void* arg) {
+int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcache_entry_t* e),
+                  void* arg) {
     size_t len = 0;
     uint8_t* buf = read_file(dir, name, &len);
     if (!buf)
         return -1;
-    long count = check_file(buf, len);
-    if (count < 0) {
+    long count = check_file(buf, len, name);
+    cursor_t c;
+    if (count < 0 || check_header(buf, len, name, &c) != count) {
         free(buf);
         return -1;
     }
-    cursor_t c = {buf + SC_HEADER, len - SC_HEADER - SC_MAGIC_LEN};
     sym_frame_t frames[SYMCACHE_FRAMES_MAX];
     symcache_entry_t e;
     for (long i = 0; i < count; i++) {
@@ -320,10 +336,13 @@ static int keepable(const char* s) {
     return !s || strlen(s) <= SYMCACHE_STRING_MAX;
 }
 
-// The whole file in memory: its entries, and in its header their count.
-static int build(out_t* o, int (*next)(void* arg, symcache_entry_t* e), void* arg) {
+// The whole file in memory: its name, its entries, and in its header their count.
+static int build(out_t* o, const char* name, int (*next)(void* arg, symcache_entry_t* e),
+                 void* arg) {
     put(o, SC_MAGIC, SC_MAGIC_LEN);
-    put_le(o, 0, 8); // the count, set below
+    put_string(o, name);
+    size_t count_at = o->len;
+    put_le(o, 0, 4); // the count, set below
     uint32_t count = 0;
     symcache_entry_t e;
     while (!o->failed && next(arg, &e) == 1) {
@@ -352,45 +371,53 @@ static int build(out_t* o, int (*next)(void* arg, symcache_entry_t* e), void* ar
     if (o->failed || count == 0)
         return -1;
     for (int i = 0; i < 4; i++)
-        o->p[SC_MAGIC_LEN + i] = (uint8_t)(count >> (8 * i));
+        o->p[count_at + i] = (uint8_t)(count >> (8 * i));
     return 0;
 }
 
-int symcache_store(const char* dir, const char* name,
-                   int (*next)(void* arg, symcache_entry_t* e), void* arg) {
+// Tries at a fresh temporary name: a name taken (a writer of another process with the same
+// id, in another PID namespace sharing the directory) is never removed, another is drawn.
+#define SC_TMP_TRIES 8
+
+static int open_tmp(int dir, const char* name, char* tmp, size_t len) {
+    for (int k = 0; k < SC_TMP_TRIES; k++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long salt = (unsigned long)ts.tv_nsec ^ (unsigned long)ts.tv_sec << 20 ^
+                             (unsigned long)k * 0x9E3779B1ul;
+        int n = snprintf(tmp, len, ".%s.%ld.%lx.tmp", name, (long)getpid(), salt);
+        if (n < 0 || (size_t)n >= len)
+            return -1;
+        int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+int symcache_store(int dir, const char* name, int (*next)(void* arg, symcache_entry_t* e),
+                   void* arg) {
     out_t o = {0};
-    if (build(&o, next, arg) != 0) {
-        free(o.p);
-        return -1;
-    }
-    int rc = -1;
-    char tmp[512];
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int n = snprintf(tmp, sizeof tmp, ".%s.%ld.tmp", name, (long)getpid());
-    if (dfd >= 0 && n > 0 && (size_t)n < sizeof tmp) {
-        // The directory is private: a name already there is a file an earlier run of this
-        // process id left when it was killed.
-        unlinkat(dfd, tmp, 0);
-        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            size_t done = 0;
-            while (done < o.len) {
-                ssize_t w = write(fd, o.p + done, o.len - done);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    break;
-                done += (size_t)w;
-            }
-            int ok = close(fd) == 0 && done == o.len;
-            if (ok && renameat(dfd, tmp, dfd, name) == 0)
-                rc = 0;
-            else
-                unlinkat(dfd, tmp, 0); // a full disk leaves nothing behind
+    char tmp[SC_NAME_MAX + 64];
+    int fd = -1, rc = -1;
+    if (strlen(name) <= SC_NAME_MAX && build(&o, name, next, arg) == 0)
+        fd = open_tmp(dir, name, tmp, sizeof tmp);
+    if (fd >= 0) {
+        size_t done = 0;
+        while (done < o.len) {
+            ssize_t w = write(fd, o.p + done, o.len - done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
+            done += (size_t)w;
         }
+        int ok = close(fd) == 0 && done == o.len;
+        if (ok && renameat(dir, tmp, dir, name) == 0)
+            rc = 0;
+        else
+            unlinkat(dir, tmp, 0); // a full disk leaves nothing behind
     }
-    if (dfd >= 0)
-        close(dfd);
     free(o.p);
     return rc;
 }

@@ -5,16 +5,20 @@
 // program's is most of what a report of a short run costs, and it is the same every time.
 //
 // A module's file is named by everything its answers depend on: its build-id, the file the trace
-// names (device, inode, size, modification time: a stripped copy has the same build-id) and the
-// separate debug files its build-id names in each debug directory (present or not, and which).
-// A debug file found only by its .gnu_debuglink name is not part of the name: one installed
-// after a report under such a name alone is not seen until the file is removed.
+// names (device, inode, size, modification and change times: a stripped copy has the same
+// build-id) and the separate debug files its build-id names in each debug directory (present or
+// not, and which); the file holds its name, so a file copied or renamed is not taken for another.
+// Only the answers of a module whose DWARF was read are kept (symbols.c): a module without debug
+// information, or whose DWARF could not be read then (no memory, no descriptors), is looked up
+// again next time. A debug file found only by its .gnu_debuglink name, or a dwz file it refers
+// to, is not part of the name.
 //
 // The directory: HEAPLENS_SYMBOL_CACHE (an absolute path, or "off"), else
-// $XDG_CACHE_HOME/heaplens/symbols, else $HOME/.cache/heaplens/symbols. It is made 0700 and used
-// only while it is the user's own and private (private_dir.h); its files are 0600, read and
-// replaced without following links, and a file that is not exactly what symcache.c writes is
-// passed over (its answers are looked up again and the file written anew).
+// $XDG_CACHE_HOME/heaplens/symbols, else $HOME/.cache/heaplens/symbols (made below a
+// $XDG_CACHE_HOME or $HOME that exists, 0700). It is opened once, without following a link, and
+// used through that descriptor only while it is the user's own and private (private_dir.h); its
+// files are 0600, read and replaced without following links, and a file that is not exactly what
+// symcache.c writes is passed over (its answers are looked up again and the file written anew).
 #ifndef HL_SYMCACHE_H
 #define HL_SYMCACHE_H
 
@@ -27,9 +31,11 @@
 #define SYMCACHE_STRING_MAX 4096             // a function or file name longer is not kept
 #define SYMCACHE_FRAMES_MAX 64               // frames of one address (symbols.c's MAX_CHAIN)
 
-// The directory as the environment says, made if missing; NULL when caching is off or the
-// directory is not private to this user. malloc'd.
-char* symcache_default_dir(void);
+// The directory as the environment says, made if missing, opened: a descriptor (close-on-exec),
+// or -1 when caching is off or the directory is not private to this user.
+int symcache_open_default(void);
+// The directory at path (absolute), opened and checked as above: a descriptor, or -1.
+int symcache_open(const char* path);
 
 // The file name (no directory) for a module: file is the module's file as opened (with any
 // sysroot), debug_dirs the absolute directories searched for DIR/.build-id/xx/rest.debug, in
@@ -38,8 +44,8 @@ char* symcache_default_dir(void);
 int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len,
                   const char* const* debug_dirs, int ndebug_dirs, char* out, size_t outlen);
 
-// Is there a file DIR/name (not following a link)? 1 or 0.
-int symcache_exists(const char* dir, const char* name);
+// Is there a file name in the directory (not following a link)? 1 or 0.
+int symcache_exists(int dir, const char* name);
 
 // One answer: an address and its frames, innermost first.
 typedef struct symcache_entry_s {
@@ -48,14 +54,15 @@ typedef struct symcache_entry_s {
     int nframes;
 } symcache_entry_t;
 
-// Calls each(arg, entry) for every answer in DIR/name: 0 when the file was read whole (each was
-// called for every entry), -1 when there is none or it is not valid (each was not called).
-int symcache_load(const char* dir, const char* name,
-                  int (*each)(void* arg, const symcache_entry_t* e), void* arg);
+// Calls each(arg, entry) for every answer in the directory's file name: 0 when the file was read
+// whole (each was called for every entry), -1 when there is none or it is not valid (each was
+// not called).
+int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcache_entry_t* e),
+                  void* arg);
 
-// Writes DIR/name anew from next(arg, &entry) (1: an entry, 0: no more), replacing the old file
-// at once (a reader sees the old file or the new one). 0, or -1 (nothing is left behind).
-int symcache_store(const char* dir, const char* name,
-                   int (*next)(void* arg, symcache_entry_t* e), void* arg);
+// Writes the file name anew from next(arg, &entry) (1: an entry, 0: no more), replacing the old
+// one at once (a reader sees the old file or the new one). 0, or -1 (nothing is left behind).
+int symcache_store(int dir, const char* name, int (*next)(void* arg, symcache_entry_t* e),
+                   void* arg);
 
 #endif

@@ -392,8 +392,11 @@ json() { # JSON_OUT [ENV...]: the JSON report of sc.hl, with only the cache's en
     (cd "$SC" && env -u HEAPLENS_SYMBOL_CACHE -u XDG_CACHE_HOME "$@" timeout -k 5 $TIMEOUT \
         "$HL" report -q --json "$out" sc.hl >/dev/null 2>&1)
 }
+mkdir -p "$SC/home_off" "$SC/home"
 json "$SC/off.json" HEAPLENS_SYMBOL_CACHE=off HOME="$SC/home_off"
-ok "symbol cache off: nothing made" "$(ls -A "$SC/home_off" 2>&1 | head -3)" [ ! -e "$SC/home_off" ]
+ok "symbol cache off: nothing made" "$(ls -A "$SC/home_off" 2>&1 | head -3)" [ -z "$(ls -A "$SC/home_off")" ]
+json "$SC/none.json" HOME="$SC/no_such_home"
+ok "symbol cache: a home that does not exist is not made" "it was" [ ! -e "$SC/no_such_home" ]
 json "$SC/cold.json" HOME="$SC/home"
 json "$SC/warm.json" HOME="$SC/home"
 CD=$SC/home/.cache/heaplens/symbols
@@ -428,5 +431,22 @@ cmp -s "$SC/off.json" "$SC/cut.json" && pass "symbol cache: files cut short, the
     fail "symbol cache: files cut short, the same JSON" "differs"
 small=$(find "$CD" -name '*.sym' -size -21c | wc -l)
 ok "symbol cache: files cut short written anew" "$small still short" [ "$small" = 0 ]
+# Only what a module's DWARF answered is kept: a program without it (its symbol table names its
+# functions) is looked up afresh each time, and its file stays out of the cache.
+cp "$PROGS/alloc_basic" "$SC/nodwarf" && strip --strip-debug "$SC/nodwarf"
+(cd "$SC" && timeout -k 5 $TIMEOUT ./nodwarf >/dev/null 2>&1; timeout -k 5 $TIMEOUT "$HL" run -q -o nd.hl -- ./nodwarf >/dev/null 2>&1 </dev/null)
+mkdir -m 700 "$SC/c2"
+for k in 1 2; do
+    (cd "$SC" && HEAPLENS_SYMBOL_CACHE="$SC/c2" timeout -k 5 $TIMEOUT "$HL" report -q --json "nd$k.json" nd.hl >/dev/null 2>&1)
+done
+bid=$(readelf -n "$SC/nodwarf" 2>/dev/null | awk '/Build ID/ {print $3}')
+kept=$(ls "$SC/c2" | grep -c "^${bid:-none}" || true)
+ok "symbol cache: a program without DWARF is not kept" "$kept files for build-id '$bid'" \
+    [ -n "$bid" -a "$kept" = 0 ]
+others=$(ls "$SC/c2" | wc -l)
+ok "symbol cache: its libraries with DWARF are" "$others files" [ "$others" -ge 1 ]
+cmp -s "$SC/nd1.json" "$SC/nd2.json" && grep -q '"function": "main"' "$SC/nd2.json" &&
+    pass "symbol cache: without DWARF, the same JSON cold and warm" ||
+    fail "symbol cache: without DWARF, the same JSON cold and warm" "$(grep -c main "$SC/nd2.json") mains"
 
 finish

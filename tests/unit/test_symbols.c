@@ -486,8 +486,14 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     char fn[128];
 
     // Forged: an answer at the address the lookup asks for (the plain site's).
-    int one = 1;
-    ASSERT_TRUE(symcache_store(dir, name, give_one, &one) == 0);
+    int one = 1, dfd = symcache_open(dir);
+    ASSERT_TRUE(dfd >= 0);
+    ASSERT_TRUE(symcache_store(dfd, name, give_one, &one) == 0);
+    close(dfd);
+    // The layout (symcache.c): magic, the name with its length, the count, then the entry:
+    // address, frames, line, flags, the function's length and bytes.
+    off_t entry = 8 + 2 + (off_t)strlen(name) + 1 + 4, count_at = entry - 4;
+    off_t fn_len_at = entry + 8 + 1 + 4 + 1, fn_nul_at = fn_len_at + 2 + 23;
     // give_one answers at address 0: rewrite it at the plain site's address.
     {
         int fd = open(path, O_RDWR);
@@ -496,7 +502,7 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
         uint8_t le[8];
         for (int i = 0; i < 8; i++)
             le[i] = (uint8_t)(addr >> (8 * i));
-        EXPECT_TRUE(pwrite(fd, le, 8, 16) == 8);
+        EXPECT_TRUE(pwrite(fd, le, 8, entry) == 8);
         close(fd);
     }
     EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
@@ -504,7 +510,8 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     EXPECT_EQ_U(f[0].line, 4242);
 
     // Each damage: one byte short, a count past its entries, a length past the end, a string
-    // without its NUL, a planted link (to the forged file): the real answer every time.
+    // without its NUL, a planted link (to the forged file), the file of another name (copied or
+    // renamed): the real answer every time.
     struct stat st;
     ASSERT_TRUE(stat(path, &st) == 0);
     char forged_copy[600];
@@ -512,7 +519,7 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, forged_copy);
     ASSERT_TRUE(system(cmd) == 0);
-    for (int damage = 0; damage < 5; damage++) {
+    for (int damage = 0; damage < 6; damage++) {
         snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 600 '%s'", forged_copy, path, path);
         ASSERT_TRUE(system(cmd) == 0);
         int fd = open(path, O_RDWR);
@@ -521,11 +528,13 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
         if (damage == 0)
             EXPECT_TRUE(ftruncate(fd, st.st_size - 1) == 0);
         else if (damage == 1)
-            EXPECT_TRUE(pwrite(fd, &b, 1, 8) == 1); // 255 entries
+            EXPECT_TRUE(pwrite(fd, &b, 1, count_at) == 1); // 255 entries
         else if (damage == 2)
-            EXPECT_TRUE(pwrite(fd, &b, 1, 16 + 9 + 5 + 1) == 1); // the function's length
+            EXPECT_TRUE(pwrite(fd, &b, 1, fn_len_at + 1) == 1); // the function's length
         else if (damage == 3)
-            EXPECT_TRUE(pwrite(fd, "x", 1, 16 + 9 + 5 + 2 + 23) == 1); // its NUL
+            EXPECT_TRUE(pwrite(fd, "x", 1, fn_nul_at) == 1); // its NUL
+        else if (damage == 5)
+            EXPECT_TRUE(pwrite(fd, name[0] == 'f' ? "e" : "f", 1, 10) == 1); // the name it holds
         close(fd);
         if (damage == 4) {
             unlink(path);
@@ -547,26 +556,51 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     cache_dir_remove(dir);
 }
 
-// The environment's directory: made private, refused when it is not.
+// The environment's directory: made private below a home that exists, refused when it is not
+// private, when a link stands for it (even written with a trailing slash), or when off.
 TEST(test_cache_default_dir) {
     char* base = cache_dir_make();
     ASSERT_TRUE(base);
-    char want[128];
-    snprintf(want, sizeof want, "%s/x/heaplens/symbols", base);
-    setenv("HEAPLENS_SYMBOL_CACHE", "off", 1);
-    EXPECT_TRUE(symcache_default_dir() == NULL);
-    unsetenv("HEAPLENS_SYMBOL_CACHE");
-    char xdg[128];
+    char want[256], xdg[128], link[128], missing[128];
     snprintf(xdg, sizeof xdg, "%s/x", base);
+    snprintf(want, sizeof want, "%s/heaplens/symbols", xdg);
+    snprintf(link, sizeof link, "%s/link/", base);
+    snprintf(missing, sizeof missing, "%s/no-such-home", base);
+    setenv("HEAPLENS_SYMBOL_CACHE", "off", 1);
+    EXPECT_TRUE(symcache_open_default() < 0);
+    unsetenv("HEAPLENS_SYMBOL_CACHE");
     setenv("XDG_CACHE_HOME", xdg, 1);
-    char* dir = symcache_default_dir();
-    EXPECT_TRUE(dir && strcmp(dir, want) == 0);
+    EXPECT_TRUE(symcache_open_default() < 0); // no such XDG_CACHE_HOME: nothing made
     struct stat st;
+    EXPECT_TRUE(stat(xdg, &st) != 0);
+    ASSERT_TRUE(mkdir(xdg, 0755) == 0);
+    int fd = symcache_open_default();
+    EXPECT_TRUE(fd >= 0);
+    if (fd >= 0)
+        close(fd);
     EXPECT_TRUE(lstat(want, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 077) == 0);
-    free(dir);
     chmod(want, 0770); // others may enter: not used
-    EXPECT_TRUE(symcache_default_dir() == NULL);
+    EXPECT_TRUE(symcache_open_default() < 0);
     unsetenv("XDG_CACHE_HOME");
+    chmod(want, 0700);
+    link[strlen(link) - 1] = '\0';
+    ASSERT_TRUE(symlink(want, link) == 0);
+    strcat(link, "/");
+    setenv("HEAPLENS_SYMBOL_CACHE", link, 1); // a link to a private directory: not followed
+    EXPECT_TRUE(symcache_open_default() < 0);
+    setenv("HEAPLENS_SYMBOL_CACHE", want, 1);
+    fd = symcache_open_default();
+    EXPECT_TRUE(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    unsetenv("HEAPLENS_SYMBOL_CACHE");
+    char* home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    setenv("HOME", missing, 1);
+    EXPECT_TRUE(symcache_open_default() < 0);
+    EXPECT_TRUE(stat(missing, &st) != 0);
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
     cache_dir_remove(base);
 }
 
