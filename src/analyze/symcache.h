@@ -8,10 +8,11 @@
 // names (device, inode, size, modification and change times: a stripped copy has the same
 // build-id) and the separate debug files its build-id names in each debug directory (present or
 // not, and which); the file holds its name, so a file copied or renamed is not taken for another.
-// Only the answers of a module whose DWARF was read are kept (symbols.c): a module without debug
-// information, or whose DWARF could not be read then (no memory, no descriptors), is looked up
-// again next time. A debug file found only by its .gnu_debuglink name, or a dwz file it refers
-// to, is not part of the name.
+// Only the answers of a module whose DWARF was read are kept, or of one that has none to read
+// (no debug section, no separate debug file in any of those places, no debuginfod server:
+// its symbol table answers); one whose DWARF could not be read then (no memory, no descriptors)
+// is looked up again next time (symbols.c). A dwz file a debug file refers to is not part of
+// the name.
 //
 // The directory: HEAPLENS_SYMBOL_CACHE (an absolute path, or "off"), else
 // $XDG_CACHE_HOME/heaplens/symbols, else $HOME/.cache/heaplens/symbols (made below a
@@ -37,12 +38,23 @@ int symcache_open_default(void);
 // The directory at path (absolute), opened and checked as above: a descriptor, or -1.
 int symcache_open(const char* path);
 
-// The file name (no directory) for a module: file is the module's file as opened (with any
-// sysroot), debug_dirs the absolute directories searched for DIR/.build-id/xx/rest.debug, in
-// order. 0, or -1 when the module cannot be cached (no build-id, file not a regular file, name
-// too long for out).
-int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len,
-                  const char* const* debug_dirs, int ndebug_dirs, char* out, size_t outlen);
+// What names a module's file in the cache: the file as opened (with any sysroot), its build-id,
+// its .gnu_debuglink name (NULL: none) and the absolute directories searched for debug files.
+typedef struct symcache_module_s {
+    const char* file;
+    const uint8_t* build_id;
+    size_t build_id_len;
+    const char* debuglink;
+    const char* const* debug_dirs;
+    int ndebug_dirs;
+} symcache_module_t;
+
+// The file name (no directory) for a module. Its separate debug file is looked for where
+// libdwfl looks: DIR/.build-id/xx/rest.debug and DIR/<the file's directory>/<debuglink> in each
+// debug directory, then <the file's directory>/<debuglink> and its .debug/<debuglink>; each
+// place, a file there or not, is part of the name, and *debug_found says if one was there. 0, or
+// -1 when the module cannot be cached (no build-id, file not a regular file, name too long).
+int symcache_name(const symcache_module_t* mod, char* out, size_t outlen, int* debug_found);
 
 // Is there a file name in the directory (not following a link)? 1 or 0.
 int symcache_exists(int dir, const char* name);
