@@ -492,8 +492,12 @@ static int loader_subs(struct dl_phdr_info* info, size_t size, void* arg) {
 void unwind_code_unloaded(void) {
     unsigned long long subs = 0;
     dl_iterate_phdr(loader_subs, &subs);
-    if (atomic_exchange(&subs_seen, subs) != subs)
+    // The generation moves before the count is published: a thread that sees the new count
+    // (and so moves nothing itself) already sees the new generation.
+    if (atomic_load(&subs_seen) != subs) {
         atomic_fetch_add(&code_generation, 1);
+        atomic_store(&subs_seen, subs);
+    }
 }
 
 typedef struct unwind_state_s {

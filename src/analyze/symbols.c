@@ -70,7 +70,6 @@ typedef struct module_cache_s {
     bool is_named;  // name was worked out
     bool is_loaded; // its file was read into the memo (or there was none)
     bool has_new;   // the memo holds answers its file does not
-    bool has_no_debug; // no debug section and no separate debug file anywhere it is looked for
 } module_cache_t;
 
 typedef struct {
@@ -279,48 +278,6 @@ static char* module_file(const symbolizer_t* sym, const module_t* m) {
 }
 
 #define CACHE_DEBUG_DIRS 32 // debug directories a module's cache name covers
-#define CACHE_LINK_MAX 256   // a .gnu_debuglink name longer is not one libdwfl would find
-
-// What of its debug information a module's own file says: whether it holds DWARF itself, and
-// the name its .gnu_debuglink gives its separate debug file ("" for none). -1 when it cannot be
-// read as ELF now.
-static int elf_debug_facts(const char* file, char* link, size_t linklen, bool* has_dwarf) {
-    *has_dwarf = false;
-    link[0] = '\0';
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    Elf* elf = NULL;
-    size_t shstrndx;
-    int rc = -1;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && elf_version(EV_CURRENT) != EV_NONE &&
-        (elf = elf_begin(fd, ELF_C_READ_MMAP, NULL)) != NULL &&
-        elf_getshdrstrndx(elf, &shstrndx) == 0) {
-        rc = 0;
-        for (Elf_Scn* scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
-            GElf_Shdr sh;
-            const char* name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-            if (!name)
-                continue;
-            if (strcmp(name, ".debug_info") == 0 || strcmp(name, ".zdebug_info") == 0) {
-                *has_dwarf = sh.sh_type != SHT_NOBITS;
-            } else if (strcmp(name, ".gnu_debuglink") == 0) {
-                Elf_Data* d = elf_getdata(scn, NULL);
-                const char* s = d && d->d_buf ? d->d_buf : NULL;
-                size_t n = s ? strnlen(s, d->d_size) : 0;
-                if (n > 0 && n < d->d_size && n < linklen && !memchr(s, '/', n)) {
-                    memcpy(link, s, n);
-                    link[n] = '\0';
-                }
-            }
-        }
-    }
-    if (elf)
-        elf_end(elf);
-    close(fd);
-    return rc;
-}
 
 static const char* cache_name_of(symbolizer_t* sym, int module) {
     module_cache_t* c = &sym->caches[module];
@@ -339,17 +296,11 @@ static const char* cache_name_of(symbolizer_t* sym, int module) {
          d = strtok_r(NULL, ":", &save))
         if (d[0] == '/')
             dirs[ndirs++] = d;
-    char name[256], link[CACHE_LINK_MAX];
-    bool has_dwarf;
-    int debug_found = 0;
-    if (path && file && elf_debug_facts(file, link, sizeof link, &has_dwarf) == 0) {
-        symcache_module_t sm = {file,       m->build_id, m->build_id_len,
-                                link[0] ? link : NULL, dirs, ndirs};
-        if (symcache_name(&sm, name, sizeof name, &debug_found) == 0) {
-            c->name = strdup(name);
-            c->has_no_debug = !has_dwarf && !debug_found;
-        }
-    }
+    char name[256];
+    if (path && file &&
+        symcache_name(file, m->build_id, m->build_id_len, dirs, ndirs,
+                      symbolizer_cache_producer(), name, sizeof name) == 0)
+        c->name = strdup(name);
     free(path);
     free(file);
     return c->name;
@@ -400,25 +351,32 @@ static int cache_give(void* arg, symcache_entry_t* e) {
     return 0;
 }
 
-// Kept: the answers of a module whose DWARF was read, or of one that has none anywhere it could
-// be found (its symbol table answered, as it will next time). Not kept: a module that could not
-// be opened (missing, another build, out of descriptors), or whose DWARF is there but could not
-// be read (out of memory), or might come from a debuginfod server: it answered from less than
-// it may have next time. Called once the prefetch thread has stopped.
+// Only the answers of a module whose DWARF was read are kept: one that could not be opened
+// (missing, another build, out of descriptors) or whose DWARF could not be read (none installed
+// yet, out of memory) answered from less than it may have next time. Called once the prefetch
+// thread has stopped.
 static void cache_store_all(symbolizer_t* sym) {
     if (sym->cache_fd < 0)
         return;
-    bool has_server = getenv("DEBUGINFOD_URLS") && getenv("DEBUGINFOD_URLS")[0];
     for (int k = 0; k < sym->nmodules; k++) {
         module_t* m = &sym->modules[k];
         Dwarf_Addr bias = 0;
-        if (!sym->caches[k].has_new || m->state != MOD_OPEN || !m->mod || !cache_name_of(sym, k))
-            continue;
-        if (!dwfl_module_getdwarf(m->mod, &bias) && !(sym->caches[k].has_no_debug && !has_server))
+        if (!sym->caches[k].has_new || m->state != MOD_OPEN || !m->mod ||
+            !dwfl_module_getdwarf(m->mod, &bias) || !cache_name_of(sym, k))
             continue;
         cache_walk_t w = {sym, k, 0};
         symcache_store(sym->cache_fd, sym->caches[k].name, cache_give, &w);
     }
+}
+
+uint64_t symbolizer_cache_producer(void) {
+    static uint64_t producer;
+    if (!producer) {
+        const void* code[] = {(const void*)symbolizer_lookup, (const void*)dwfl_begin,
+                              (const void*)__cxa_demangle};
+        producer = symcache_producer(code, 3) | 1;
+    }
+    return producer;
 }
 
 symbolizer_t* symbolizer_new_cached(const char* sysroot) {

@@ -29,6 +29,10 @@ symbolizer_t* symbolizer_new(const char* sysroot);
 // -EINVAL.
 int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
 
+// The identity of the code that answers (this program, libdw, the C++ demangler), part of every
+// cache file's name (symcache.h).
+uint64_t symbolizer_cache_producer(void);
+
 // symbolizer_new, keeping its answers in the user's cache (symcache_default_dir) when there is
 // one: what the reports use.
 symbolizer_t* symbolizer_new_cached(const char* sysroot);

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "symcache.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -119,49 +120,37 @@ static uint64_t fnv_stat(uint64_t h, const char* path) {
     return fnv(h, id, sizeof id);
 }
 
-// The identity of one place a debug file may be: 0 when it was hashed, -1 when the path does
-// not fit (the module is then not cached).
-static int fnv_place(uint64_t* h, int* found, const char* fmt, const char* a, const char* b,
-                     const char* c) {
-    char path[4096];
-    int n = snprintf(path, sizeof path, fmt, a, b, c);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return -1;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-        *found = 1;
-    *h = fnv_stat(*h, path);
-    return 0;
+uint64_t symcache_producer(const void* const* code, int n) {
+    uint64_t h = fnv_str(0xcbf29ce484222325ull, SC_MAGIC);
+    for (int i = 0; i < n; i++) {
+        Dl_info info;
+        if (code[i] && dladdr(code[i], &info) && info.dli_fname)
+            h = fnv_stat(h, info.dli_fname[0] ? info.dli_fname : "/proc/self/exe");
+    }
+    return h;
 }
 
-int symcache_name(const symcache_module_t* mod, char* out, size_t outlen, int* debug_found) {
+int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len,
+                  const char* const* debug_dirs, int ndebug_dirs, uint64_t producer, char* out,
+                  size_t outlen) {
     struct stat st;
-    size_t len = mod->build_id_len;
-    *debug_found = 0;
-    if (!mod->build_id || len < 2 || len > SC_BUILD_ID_MAX || stat(mod->file, &st) != 0 ||
-        !S_ISREG(st.st_mode) || outlen < 2 * len + 22 || 2 * len + 21 > SC_NAME_MAX)
+    if (!build_id || build_id_len < 2 || build_id_len > SC_BUILD_ID_MAX ||
+        stat(file, &st) != 0 || !S_ISREG(st.st_mode) || outlen < 2 * build_id_len + 22 ||
+        2 * build_id_len + 21 > SC_NAME_MAX)
         return -1;
-    char hex[2 * SC_BUILD_ID_MAX + 1], bindir[4096];
-    for (size_t i = 0; i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", mod->build_id[i]);
-    const char* slash = strrchr(mod->file, '/');
-    size_t dlen = slash ? (size_t)(slash - mod->file) : 0;
-    if (dlen >= sizeof bindir)
-        return -1;
-    memcpy(bindir, mod->file, dlen);
-    bindir[dlen] = '\0';
-    const char* link = mod->debuglink;
-    uint64_t h = fnv_str(0xcbf29ce484222325ull, SC_MAGIC);
-    h = fnv_stat(h, mod->file);
-    for (int k = 0; k < mod->ndebug_dirs; k++) {
-        const char* d = mod->debug_dirs[k];
-        if (fnv_place(&h, debug_found, "%s/.build-id/%.2s/%s.debug", d, hex, hex + 2) != 0 ||
-            (link && fnv_place(&h, debug_found, "%s%s/%s", d, bindir, link) != 0))
+    char hex[2 * SC_BUILD_ID_MAX + 1];
+    for (size_t i = 0; i < build_id_len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", build_id[i]);
+    uint64_t h = fnv(0xcbf29ce484222325ull, &producer, sizeof producer);
+    h = fnv_stat(h, file);
+    for (int k = 0; k < ndebug_dirs; k++) {
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_dirs[k], hex,
+                         hex + 2);
+        if (n < 0 || (size_t)n >= sizeof path)
             return -1;
+        h = fnv_stat(h, path);
     }
-    if (link && (fnv_place(&h, debug_found, "%s%s/%s", bindir, "", link) != 0 ||
-                 fnv_place(&h, debug_found, "%s/.debug/%s%s", bindir, link, "") != 0))
-        return -1;
     snprintf(out, outlen, "%s-%016llx.sym", hex, (unsigned long long)h);
     return 0;
 }

@@ -4,15 +4,14 @@
 // information: inflating a distribution's compressed DWARF (libc's: 40 ms) or reading a large
 // program's is most of what a report of a short run costs, and it is the same every time.
 //
-// A module's file is named by everything its answers depend on: its build-id, the file the trace
-// names (device, inode, size, modification and change times: a stripped copy has the same
-// build-id) and the separate debug files its build-id names in each debug directory (present or
-// not, and which); the file holds its name, so a file copied or renamed is not taken for another.
-// Only the answers of a module whose DWARF was read are kept, or of one that has none to read
-// (no debug section, no separate debug file in any of those places, no debuginfod server:
-// its symbol table answers); one whose DWARF could not be read then (no memory, no descriptors)
-// is looked up again next time (symbols.c). A dwz file a debug file refers to is not part of
-// the name.
+// A module's file is named by what its answers depend on: its build-id, the file the trace names
+// (device, inode, size, modification and change times: a stripped copy has the same build-id),
+// the separate debug files its build-id names in each debug directory (present or not, and
+// which) and the code that answered (symcache_producer); the file holds its name, so a file
+// copied or renamed is not taken for another. Only the answers of a module whose DWARF was read
+// are kept (symbols.c), and DWARF is what its build-id says it is, wherever it was found: a
+// module without debug information, or whose DWARF could not be read then (no memory, no
+// descriptors), is looked up again next time, and so sees debug files installed since.
 //
 // The directory: HEAPLENS_SYMBOL_CACHE (an absolute path, or "off"), else
 // $XDG_CACHE_HOME/heaplens/symbols, else $HOME/.cache/heaplens/symbols (made below a
@@ -38,23 +37,19 @@ int symcache_open_default(void);
 // The directory at path (absolute), opened and checked as above: a descriptor, or -1.
 int symcache_open(const char* path);
 
-// What names a module's file in the cache: the file as opened (with any sysroot), its build-id,
-// its .gnu_debuglink name (NULL: none) and the absolute directories searched for debug files.
-typedef struct symcache_module_s {
-    const char* file;
-    const uint8_t* build_id;
-    size_t build_id_len;
-    const char* debuglink;
-    const char* const* debug_dirs;
-    int ndebug_dirs;
-} symcache_module_t;
+// The file name (no directory) for a module: file is the module's file as opened (with any
+// sysroot), debug_dirs the absolute directories searched for DIR/.build-id/xx/rest.debug, in
+// order. 0, or -1 when the module cannot be cached (no build-id, file not a regular file, name
+// too long for out).
+// producer is symcache_producer's: the code that answered is part of the name too.
+int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len,
+                  const char* const* debug_dirs, int ndebug_dirs, uint64_t producer, char* out,
+                  size_t outlen);
 
-// The file name (no directory) for a module. Its separate debug file is looked for where
-// libdwfl looks: DIR/.build-id/xx/rest.debug and DIR/<the file's directory>/<debuglink> in each
-// debug directory, then <the file's directory>/<debuglink> and its .debug/<debuglink>; each
-// place, a file there or not, is part of the name, and *debug_found says if one was there. 0, or
-// -1 when the module cannot be cached (no build-id, file not a regular file, name too long).
-int symcache_name(const symcache_module_t* mod, char* out, size_t outlen, int* debug_found);
+// The identity of the code that works the answers out, from an address in each of its objects
+// (the analyzer, libdw, the C++ demangler): device, inode, size and times of each object's
+// file, so an upgrade of any of them answers afresh.
+uint64_t symcache_producer(const void* const* code, int n);
 
 // Is there a file name in the directory (not following a link)? 1 or 0.
 int symcache_exists(int dir, const char* name);

@@ -479,9 +479,8 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     ASSERT_TRUE(dir);
     const char* dirs[] = {"/usr/lib/debug"};
     char name[256], path[512];
-    symcache_module_t sm = {self.path, self.build_id, self.build_id_len, NULL, dirs, 1};
-    int debug_found;
-    ASSERT_TRUE(symcache_name(&sm, name, sizeof name, &debug_found) == 0);
+    ASSERT_TRUE(symcache_name(self.path, self.build_id, self.build_id_len, dirs, 1,
+                              symbolizer_cache_producer(), name, sizeof name) == 0);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     sym_frame_t f[1];
     char fn[128];
