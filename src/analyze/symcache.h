@@ -11,7 +11,8 @@
 // copied or renamed is not taken for another. Only the answers of a module whose DWARF was read
 // are kept (symbols.c), and DWARF is what its build-id says it is, wherever it was found: a
 // module without debug information, or whose DWARF could not be read then (no memory, no
-// descriptors), is looked up again next time, and so sees debug files installed since.
+// descriptors), is looked up again next time, and so sees debug files installed since. (A dwz
+// file that a debug file refers to, installed after the answers were kept, is not seen.)
 //
 // The directory: HEAPLENS_SYMBOL_CACHE (an absolute path, or "off"), else
 // $XDG_CACHE_HOME/heaplens/symbols, else $HOME/.cache/heaplens/symbols (made below a
