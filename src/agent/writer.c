@@ -920,7 +920,11 @@ void ring_wait_space(hl_ring_t* r) {
     atomic_fetch_sub(&ring_waiters, 1);
 }
 
-#define HL_STOP_TRIES 8 // stops of the world trace_begin_again tries before it gives up
+#define HL_STOP_TRIES 32 // stops of the world trace_begin_again tries before it gives up
+// How long, after a stop that found threads waiting for ring space, the writer waits at most for
+// them to leave that wait before it stops the world again: they need microseconds; a busy
+// machine's scheduler may take milliseconds, and the program is not held up past this.
+#define HL_WAITERS_LEAVE_NS (20 * 1000 * 1000)
 
 // A new trace in this process: its own stream, which names every stack, thread, site and module
 // again from the start.
@@ -963,6 +967,19 @@ static void trace_begin_again(void) {
         if (!all || tries == HL_STOP_TRIES) {
             sink_fall_back("not every thread could be stopped to begin a new trace");
             return;
+        }
+        // The rings are empty now: a thread that waited for space puts its event in and goes
+        // on, with a whole ring before it could wait again. Stopped at once, it would still be
+        // in that wait (parked there once more, its event still out), try after try: the next
+        // stop waits until the waiters have left it.
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (atomic_load(&ring_waiters)) {
+            os_yield();
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
+                HL_WAITERS_LEAVE_NS)
+                break;
         }
     }
     chunk_restart();
