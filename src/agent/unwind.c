@@ -467,20 +467,20 @@ typedef struct recent_s {
     unsigned latest_seq; // the thread's capture count when latest was taken or found
 } recent_t;
 
-// A new trace may unwind to another depth (a `depth` command): the walks before it are not
-// reused after it.
+// What a thread remembers between captures holds until this moves. A new trace may unwind to
+// another depth (a `depth` command): the walks before it are not reused after it. Code was
+// unloaded: a rule cached for one of its addresses would be applied to whatever code is loaded
+// there next. At its next capture each thread forgets its walks and gives back its rules' pages
+// (they read as empty again): one generation for both, one load on the capture's path.
 static _Atomic unsigned recent_generation;
 
 void unwind_forget_recent(void) {
     atomic_fetch_add(&recent_generation, 1);
 }
 
-// Code was unloaded: a rule cached for one of its addresses would be applied to whatever code
-// is loaded there next. Each thread gives back its rules' pages (they read as empty again) at
-// its next capture. The loader counts the objects it has removed (dl_iterate_phdr's
-// dlpi_subs): only a change of that count is an unloading (a dlclose of an object still in
-// use, or one never unloaded, is not).
-static _Atomic unsigned code_generation;
+// The loader counts the objects it has removed (dl_iterate_phdr's dlpi_subs): only a change of
+// that count is an unloading (a dlclose of an object still in use, or one never unloaded, is
+// not).
 static _Atomic unsigned long long subs_seen;
 
 static int loader_subs(struct dl_phdr_info* info, size_t size, void* arg) {
@@ -495,7 +495,7 @@ void unwind_code_unloaded(void) {
     // The generation moves before the count is published: a thread that sees the new count
     // (and so moves nothing itself) already sees the new generation.
     if (atomic_load(&subs_seen) != subs) {
-        atomic_fetch_add(&code_generation, 1);
+        unwind_forget_recent();
         atomic_store(&subs_seen, subs);
     }
 }
@@ -503,8 +503,8 @@ void unwind_code_unloaded(void) {
 typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
     recent_t recent[2];
-    unsigned seq;             // captures so far, of either kind
-    unsigned code_generation; // code_generation when the rules were worked out
+    unsigned seq;        // captures so far, of either kind
+    unsigned generation; // recent_generation when the rules were worked out
 } unwind_state_t;
 
 static inline uint64_t frame_hash(uintptr_t ip, uintptr_t sp) {
@@ -664,17 +664,16 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     unwind_state_t* st = thread_state(t);
     if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
-    unsigned code = atomic_load_explicit(&code_generation, memory_order_relaxed);
-    if (hl_unlikely(st->code_generation != code)) {
+    unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
+    if (hl_unlikely(st->generation != generation)) {
         os_discard(st->rules, sizeof st->rules); // page-aligned: the state's first member
-        st->code_generation = code;
+        st->generation = generation;
     }
     recent_t* rc = &st->recent[which];
     const recent_t* other = &st->recent[which ^ 1];
     int after_other = other->latest_seq > rc->latest_seq;
     if (which == 1 && !after_other && max > HL_RELEASE_DEPTH)
         max = HL_RELEASE_DEPTH;
-    unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(rc->generation != generation)) {
         memset(rc->index, 0, sizeof rc->index);
         for (int k = 0; k < HL_RECENT; k++)

@@ -972,15 +972,9 @@ static void trace_begin_again(void) {
         // on, with a whole ring before it could wait again. Stopped at once, it would still be
         // in that wait (parked there once more, its event still out), try after try: the next
         // stop waits until the waiters have left it.
-        struct timespec t0, now;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        while (atomic_load(&ring_waiters)) {
+        uint64_t until = clock_mono_ns() + HL_WAITERS_LEAVE_NS;
+        while (atomic_load(&ring_waiters) && clock_mono_ns() < until)
             os_yield();
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
-                HL_WAITERS_LEAVE_NS)
-                break;
-        }
     }
     chunk_restart();
     if (sink_fall_back(NULL) == 0) {

@@ -267,7 +267,7 @@ static memo_entry_t* memo_insert(symbolizer_t* sym, int module, uint64_t addr,
 // Answers kept on disk (symcache.h): a module's file is read into the memo before its first
 // lookup, and written anew at the end when lookups added to it.
 
-// The module's file as module_open opens it: the sysroot before the trace's path. malloc'd.
+// The module's file as it is opened: the sysroot before the trace's path. malloc'd.
 static char* module_file(const symbolizer_t* sym, const module_t* m) {
     const char* root = sym->sysroot ? sym->sysroot : "";
     size_t len = strlen(root) + strlen(m->path) + 1;
@@ -542,16 +542,10 @@ const char* symbolizer_module_path(const symbolizer_t* sym, int module) {
 // Opens the file behind m and reports it at bias 0. Returns 0 or -errno; any failure simply
 // leaves the module unknown, since a trace routinely names files this host does not have.
 static int module_open(symbolizer_t* sym, module_t* m) {
-    char* full = NULL;
-    const char* file = m->path;
-    if (sym->sysroot) {
-        size_t len = strlen(sym->sysroot) + strlen(m->path) + 1;
-        full = malloc(len);
-        if (!full)
-            return -ENOMEM;
-        snprintf(full, len, "%s%s", sym->sysroot, m->path);
-        file = full;
-    }
+    char* full = module_file(sym, m);
+    if (!full)
+        return -ENOMEM;
+    const char* file = full;
     int err = 0;
     // O_NONBLOCK + S_ISREG: a trace path such as a FIFO or device must not hang the report.
     int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

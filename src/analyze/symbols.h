@@ -33,12 +33,11 @@ int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
 // cache file's name (symcache.h).
 uint64_t symbolizer_cache_producer(void);
 
-// symbolizer_new, keeping its answers in the user's cache (symcache_default_dir) when there is
+// symbolizer_new, keeping its answers in the user's cache (symcache_open_default) when there is
 // one: what the reports use.
 symbolizer_t* symbolizer_new_cached(const char* sysroot);
 
-// Keep the answers on disk in DIR (absolute; symcache.h, symcache_default_dir() gives the
-// user's): a module whose answers are there is answered from them without being opened, and
+// Keep the answers on disk in DIR (absolute, private to the user; symcache.h): a module whose answers are there is answered from them without being opened, and
 // what lookups add is written there when the symbolizer is freed. The answers are the same with
 // or without it. Call before the first lookup or prefetch. 0, or -errno.
 int symbolizer_use_cache(symbolizer_t* sym, const char* dir);

@@ -234,11 +234,11 @@ static long check_header(const uint8_t* buf, size_t len, const char* name, curso
     return (long)le(b, 4);
 }
 
-// The entries of a file read whole into buf: their count when the bytes are exactly a file
-// symcache_store wrote under this name, else -1.
-static long check_file(const uint8_t* buf, size_t len, const char* name) {
-    cursor_t c;
-    long count = check_header(buf, len, name, &c);
+// The entries of a file read whole into buf: their count, with *first at the first of them,
+// when the bytes are exactly a file symcache_store wrote under this name, else -1.
+static long check_file(const uint8_t* buf, size_t len, const char* name, cursor_t* first) {
+    long count = check_header(buf, len, name, first);
+    cursor_t c = *first;
     sym_frame_t frames[SYMCACHE_FRAMES_MAX];
     symcache_entry_t e;
     for (long i = 0; i < count; i++)
@@ -282,9 +282,9 @@ int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcac
     uint8_t* buf = read_file(dir, name, &len);
     if (!buf)
         return -1;
-    long count = check_file(buf, len, name);
     cursor_t c;
-    if (count < 0 || check_header(buf, len, name, &c) != count) {
+    long count = check_file(buf, len, name, &c);
+    if (count < 0) {
         free(buf);
         return -1;
     }
