@@ -449,4 +449,34 @@ cmp -s "$SC/nd1.json" "$SC/nd2.json" && grep -q '"function": "main"' "$SC/nd2.js
     pass "symbol cache: without DWARF, the same JSON cold and warm" ||
     fail "symbol cache: without DWARF, the same JSON cold and warm" "$(grep -c main "$SC/nd2.json") mains"
 
+# --- No debuginfod client unless a server is named (src/analyze/debuginfod_gate.c): a program
+# without debug information anywhere is what makes libdw reach for one. The loader's own log
+# says what was loaded.
+gate_json() { # JSON_OUT LOG [ENV...]: the JSON report of nd.hl, the loader's log of files
+    local out=$1 log=$2
+    shift 2
+    (cd "$SC" && env -u DEBUGINFOD_URLS HEAPLENS_SYMBOL_CACHE=off LD_DEBUG=files "$@" \
+        timeout -k 5 $TIMEOUT "$HL" report -q --json "$out" nd.hl >/dev/null 2>"$log")
+}
+gate_json "$SC/gate_off.json" "$SC/gate_off.log"
+n=$(grep -c 'file=libdebuginfod' "$SC/gate_off.log")
+ok "debuginfod: not loaded when no server is named" "$n loads" [ "$n" = 0 ]
+gate_json "$SC/gate_empty.json" "$SC/gate_empty.log" DEBUGINFOD_URLS=
+n=$(grep -c 'file=libdebuginfod' "$SC/gate_empty.log")
+ok "debuginfod: not loaded when DEBUGINFOD_URLS is empty" "$n loads" [ "$n" = 0 ]
+cmp -s "$SC/nd1.json" "$SC/gate_off.json" && pass "debuginfod: not loaded, the same JSON" ||
+    fail "debuginfod: not loaded, the same JSON" "differs"
+if ldconfig -p 2>/dev/null | grep -q 'libdebuginfod\.so'; then
+    # A server named (one that refuses at once): the client is loaded and asked, as before.
+    mkdir -p "$SC/dcache"
+    gate_json "$SC/gate_on.json" "$SC/gate_on.log" DEBUGINFOD_URLS=http://127.0.0.1:1 \
+        DEBUGINFOD_CACHE_PATH="$SC/dcache" DEBUGINFOD_TIMEOUT=5
+    n=$(grep -c 'file=libdebuginfod' "$SC/gate_on.log")
+    ok "debuginfod: loaded when a server is named" "$n loads" [ "$n" -ge 1 ]
+    cmp -s "$SC/nd1.json" "$SC/gate_on.json" && pass "debuginfod: asked, the same JSON" ||
+        fail "debuginfod: asked, the same JSON" "differs"
+else
+    echo "SKIP debuginfod: libdebuginfod is not installed here"
+fi
+
 finish
