@@ -16,10 +16,13 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of);
 // interning only what changed. node_of as for stack_intern (entries 0..k-1).
 uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* node_of);
 // A release stack says where a block was freed, in a report of a double free or a write after
-// free: its innermost frames say it, as memcheck's 12 do. It is taken at full depth (so it shares
-// the nodes of the allocation just before it in the same function, one new node instead of a
-// window of new ones) and cut to these frames when a report names it.
-#define HL_RELEASE_DEPTH 16
+// free: its innermost frames say it, as many as memcheck keeps (its --num-callers default). A
+// release after a release is walked this deep; one right after an allocation is taken at full
+// depth (so it shares the nodes of that allocation, one new node instead of a window of new
+// ones) and cut to these frames when a report names it. Each frame more is a window more to
+// intern when frees follow frees down a recursion: 16 frames cost a teardown of 2M distinct
+// paths (bench tree --recursive) a third more time than 12.
+#define HL_RELEASE_DEPTH 12
 // The stack of id's innermost k frames (id itself when it has no more); 0 when none can be made.
 uint32_t stack_innermost(uint32_t id, int k);
 // A prefix-tree node: its return address and its caller's node (0 at the outermost frame).

@@ -642,10 +642,10 @@ heap_errors() {
     check "err_double_free$s" "$J" "error_kinds() == ['double_free']" "errs('double_free', 'free_it_again') == 1" \
         "errs_alloc('double_free', 'alloc_for_double_free') == 1" "lb('definite') == 0" \
         "errs_release('double_free', 'free_it_once') == 1"
-    # Allocation stacks keep -d frames; the stack of the first release keeps its innermost 16.
+    # Allocation stacks keep -d frames; the stack of the first release keeps its innermost 12.
     hl "err_double_free_deep$s" -d 64 -- err_double_free deep
     check "err_double_free_deep$s" "$J" "error_kinds() == ['double_free']" \
-        "errs_release('double_free', 'free_it_once') == 1" "len(errors[0]['release_stack']) == 16" \
+        "errs_release('double_free', 'free_it_once') == 1" "len(errors[0]['release_stack']) == 12" \
         "len(errors[0]['alloc_stack']) > 30" "errors[0]['alloc_stack'][30].get('function') == 'deep_alloc'"
     hl "err_double_free_fast$s" --no-release-stacks -- err_double_free
     check "err_double_free_fast$s" "$J" "error_kinds() == ['double_free']" \
