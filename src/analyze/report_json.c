@@ -8,13 +8,15 @@
 #include "report.h"
 #include "utf8.h"
 
-// Runs of bytes that need no escape go out in one fwrite: names and paths are mostly such runs.
+// Runs of bytes that need no escape go out in one write: names and paths are mostly such runs.
+// The stream is locked once per string (callers may hold it already: the lock is recursive).
 void report_json_string(FILE* out, const char* s) {
     if (!s) {
         fputs("null", out);
         return;
     }
-    fputc('"', out);
+    flockfile(out);
+    putc_unlocked('"', out);
     const unsigned char* p = (const unsigned char*)s;
     const unsigned char* run = p;
     for (size_t left = strlen(s); left > 0;) {
@@ -29,7 +31,7 @@ void report_json_string(FILE* out, const char* s) {
             left -= n;
             continue;
         }
-        fwrite(run, 1, (size_t)(p - run), out);
+        fwrite_unlocked(run, 1, (size_t)(p - run), out);
         if (n == 0)
             fprintf(out, "\\\\x%02X", *p); // not UTF-8 (utf8.h): the text \xHH
         else if (*p == '"' || *p == '\\')
@@ -40,8 +42,9 @@ void report_json_string(FILE* out, const char* s) {
         left--;
         run = p;
     }
-    fwrite(run, 1, (size_t)(p - run), out);
-    fputc('"', out);
+    fwrite_unlocked(run, 1, (size_t)(p - run), out);
+    putc_unlocked('"', out);
+    funlockfile(out);
 }
 
 void report_json_stack(FILE* out, report_ctx_t* c, uint32_t stack) {
