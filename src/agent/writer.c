@@ -637,7 +637,7 @@ static void sample(void) {
 // the rate the last drain saw; a ring that fills sooner still wakes the writer (ring_wait_space).
 #define HL_BUSY_EVENTS (HL_RING_EVENTS / 16) // a drain of this many events: a busy program
 #define HL_BUSY_NAP_MIN_NS 20000ull          // the writer's own pass costs about this
-static uint64_t busy_nap_ns;
+static _Atomic uint64_t busy_nap_ns; // written by whoever drains (a program thread may)
 
 // Drains the rings, noting when the oldest event the open chunk may now hold was made.
 static void drain_noting_age(void) {
@@ -647,11 +647,12 @@ static void drain_noting_age(void) {
         unwritten_since_ns = pass_start_ns ? pass_start_ns : start;
     // The events came (at most) since the previous drain; all from one ring, at the worst.
     uint64_t since = pass_start_ns && start > pass_start_ns ? start - pass_start_ns : 0;
-    busy_nap_ns = 0;
+    uint64_t nap = 0;
     if (took >= HL_BUSY_EVENTS && since) {
-        uint64_t nap = (uint64_t)((double)since * (HL_RING_EVENTS / 4) / (double)took);
-        busy_nap_ns = nap > HL_BUSY_NAP_MIN_NS ? nap : HL_BUSY_NAP_MIN_NS;
+        nap = (uint64_t)((double)since * (HL_RING_EVENTS / 4) / (double)took);
+        nap = nap > HL_BUSY_NAP_MIN_NS ? nap : HL_BUSY_NAP_MIN_NS;
     }
+    atomic_store_explicit(&busy_nap_ns, nap, memory_order_relaxed);
     pass_start_ns = start;
 }
 
@@ -745,8 +746,9 @@ static void* writer_main(void* arg) {
     for (;;) {
         atomic_store(&writer_wake, 0);
         long wait = pass_wait_ns();
-        if (busy_nap_ns && (uint64_t)wait > busy_nap_ns) {
-            wait = (long)busy_nap_ns; // back before the producers would wake it
+        uint64_t nap = atomic_load_explicit(&busy_nap_ns, memory_order_relaxed);
+        if (nap && (uint64_t)wait > nap) {
+            wait = (long)nap; // back before the producers would wake it
         } else {
             atomic_store(&hl_writer_sleeping, 1);
         }
