@@ -32,6 +32,7 @@ hl_options_t hl_opt = {
     .scan_at_exit = 1,
     .control = 1,
     .release_stacks = 1,
+    .unwind_cfi = 1,
     .paint_alloc = -1,
     .paint_free = -1,
 };
@@ -71,6 +72,7 @@ static const option_t options[] = {
     {"wait", "HEAPLENS_WAIT", &hl_opt.wait, 0, 1, NULL, 0},
     {"disable", "HEAPLENS_DISABLE", &hl_opt.is_disabled, 0, 1, NULL, 0},
     {"release_stacks", "HEAPLENS_RELEASE_STACKS", &hl_opt.release_stacks, 0, 1, NULL, 0},
+    {"unwind_cfi", "HEAPLENS_UNWIND_CFI", &hl_opt.unwind_cfi, 0, 1, NULL, 0},
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
     {"redzone", "HEAPLENS_REDZONE", &hl_opt.redzone, 0, HL_REDZONE_MAX, NULL, 0},
     {"paint", "HEAPLENS_PAINT", NULL, 0, 0, hl_opt.paint, sizeof hl_opt.paint},

@@ -14,6 +14,7 @@ typedef struct hl_options_s {
     int scan_at_exit;   // run the reachability scan at exit
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
+    int unwind_cfi;     // the agent's own unwinder (unwind.c); 0: libgcc's for every stack
     int control;        // listen on a control socket (control.c)
     int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header

@@ -668,6 +668,33 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     return n;
 }
 
+// The walk a fresh one reused its outer frames from, and from which of its frames.
+typedef struct reuse_s {
+    uint32_t id; // that walk's stack
+    int up;      // its frames skipped: the reused ones' node is `up` callers above id
+} reuse_t;
+static inline reuse_t reused_from_walk(const last_stack_t* last, const last_stack_t* fresh) {
+    return (reuse_t){last->id, fresh->reused_from};
+}
+
+// The node `up` callers above id, following parents (a few: the innermost frames that changed);
+// 0 when not known. Its nodes were made or found lately, so they are likely in the cache, where a
+// probe by path is a hash of every frame and a miss in a table of all of them.
+#define HL_CALLER_HOPS 4
+static uint32_t caller_node(reuse_t r) {
+    if (!r.id || r.up > HL_CALLER_HOPS)
+        return 0;
+    uint32_t at = r.id;
+    for (int k = 0; k < r.up; k++) {
+        uintptr_t ip;
+        uint32_t parent;
+        if (stack_node(at, &ip, &parent) != 0 || !parent)
+            return 0;
+        at = parent;
+    }
+    return at;
+}
+
 // The general unwinder's path, out of line: its 2 KiB array of frames must not sit in every
 // capture's frame, where it would push the walk below it deeper into the program's stack on
 // each allocation (a recursion near its stack limit would lose levels to it).
@@ -686,7 +713,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     // would make a full path of new nodes per block where the cut windows repeat).
     int max = hl_opt.depth;
     unwind_state_t* st = thread_state(t);
-    if (hl_unlikely(!st || leave_agent(&ip, &sp, &rbp) != 0))
+    if (hl_unlikely(!st || !hl_opt.unwind_cfi || leave_agent(&ip, &sp, &rbp) != 0))
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(st->generation != generation)) {
@@ -730,10 +757,14 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     // n - 1 slots that were.
     fresh->n = n;
     fresh->id = 0;
-    if (fresh->reused_at > 0) {
+    if (fresh->reused_at == 0) // all of it was the previous walk's from one of its frames on
+        fresh->id = fresh->nodes[0];
+    else if (fresh->reused_at > 0) {
         // The outer frames are the previous stack's: start from its node for them.
         uint32_t base = fresh->nodes[fresh->reused_at];
-        if (!base) // not known (the stack it came from was found whole): one probe by its path
+        if (!base) // not known (the stack it came from was found whole): its callers from its id
+            base = fresh->nodes[fresh->reused_at] = caller_node(reused_from_walk(last, fresh));
+        if (!base) // or one probe by its path
             base = fresh->nodes[fresh->reused_at] =
                 stack_intern(fresh->ips + fresh->reused_at, n - fresh->reused_at, NULL);
         if (base)

@@ -352,6 +352,46 @@ else
     fail "stack_shapes_many" "$("$HL" report --summary "$T" 2>&1 | grep allocations:)"
 fi
 
+# The agent's unwinder against libgcc's (HEAPLENS_UNWIND_CFI=0), on a program built without
+# frame pointers whose stacks come in every order the agent reuses earlier walks in: the same
+# allocation stacks (leak records) and release stacks (double frees), frame by frame.
+hl unwind_mix -- unwind_mix
+expect_stdout unwind_mix "unwind_mix done"
+UNWIND_FAST=$J
+export HEAPLENS_UNWIND_CFI=0
+hl unwind_mix_general -- unwind_mix
+unset HEAPLENS_UNWIND_CFI
+expect_stdout unwind_mix_general "unwind_mix done"
+unwind_diff=$(python3 - "$UNWIND_FAST" "$J" <<'PY'
+import json, sys
+def frames(stack):
+    return tuple((f.get("function"), f.get("file"), f.get("line"), f.get("module")) for f in stack)
+def view(path):
+    d = json.load(open(path))
+    leaks = sorted((r["kind"], r["bytes"], r["blocks"], frames(r["stack"])) for r in d["leak_records"])
+    errors = sorted((e["kind"], frames(e["stack"]), frames(e.get("alloc_stack", [])),
+                     frames(e.get("release_stack", []))) for e in d["errors"])
+    return leaks, errors
+fast, general = view(sys.argv[1]), view(sys.argv[2])
+leaks = [r for r in fast[0] if r[0] == "definitely_lost"]
+doubles = [e for e in fast[1] if e[0] == "double_free"]
+if len(leaks) < 100 or len(doubles) != 28 or any(len(e[3]) != 12 for e in doubles):
+    print("the fast run is not what the case needs: %d leak stacks, %d double frees, release "
+          "stacks of %s frames" % (len(leaks), len(doubles), sorted({len(e[3]) for e in doubles})))
+elif fast != general:
+    a = [x for x in fast[0] + fast[1] if x not in general[0] + general[1]]
+    def short(x):
+        return " | ".join(" ".join("%s:%s" % (f[0], f[2]) for f in part[:4]) for part in x
+                          if isinstance(part, tuple))
+    print("%d records differ; the first: %s %s" % (len(a), a[0][0], short(a[0])))
+PY
+)
+if [ -z "$unwind_diff" ]; then
+    pass "unwind_mix: the same allocation and release stacks as libgcc's unwinder"
+else
+    fail "unwind_mix" "$unwind_diff"
+fi
+
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0
 # memcheck 3.19 on the same program: 0 lost of any kind, these 213 bytes still reachable.

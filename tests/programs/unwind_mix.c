@@ -1,0 +1,167 @@
+// unwind_mix: allocations and releases whose stacks the agent's fast unwinder finds by reusing
+// what earlier walks saw (the very stack of a recent call, the outer frames of the previous
+// walk from one of its frames on, a release right after an allocation, releases after releases
+// cut to their innermost frames), in every order those come in. Built without frame pointers.
+// Each pattern leaks one block per distinct path and frees one block twice per distinct
+// release path, so the JSON report lists every allocation stack (leak records) and release
+// stack (double frees) it met: run.sh compares them with the stacks of the general unwinder
+// (HEAPLENS_UNWIND_CFI=0), frame by frame.
+#include <stdlib.h>
+
+#include "common.h"
+
+static void* volatile sink[64];
+
+// Lost: no pointer to it survives the call.
+NOINLINE static void lose(size_t size, int tag) {
+    char* p = malloc(size);
+    p[0] = (char)tag;
+    keep(p);
+}
+
+// Two releases of one block: the second is the error whose report names the first's stack.
+NOINLINE static void release(void* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
+NOINLINE static void release_again(void* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
+
+// A binary recursion: each leaf loses a block, each level frees one block right after making
+// it (a release after an allocation) and one of every eight leaves frees a block twice from
+// deep inside (a release after a release, deeper than the 12 frames a release keeps).
+NOINLINE static void tree(int depth, int path);
+NOINLINE static void tree_left(int depth, int path) {
+    tree(depth, path * 2);
+    NO_TAIL_CALL();
+}
+NOINLINE static void tree_right(int depth, int path) {
+    tree(depth, path * 2 + 1);
+    NO_TAIL_CALL();
+}
+NOINLINE static void tree(int depth, int path) {
+    void* q = malloc(16 + (size_t)depth);
+    keep(q);
+    free(q);
+    if (depth == 0) {
+        lose(24, path);
+        if (path % 8 == 3) {
+            void* twice = malloc(40);
+            keep(twice);
+            release(twice);
+            release_again(twice);
+        }
+        return;
+    }
+    tree_left(depth - 1, path);
+    tree_right(depth - 1, path);
+    NO_TAIL_CALL();
+}
+
+// Mutual recursion along a fixed pseudo-random walk: stacks that share their outer frames for a
+// while, then part.
+static unsigned seed = 12345;
+static unsigned next_rand(void) {
+    seed = seed * 1103515245u + 12345u;
+    return seed >> 16;
+}
+NOINLINE static void walk_a(int left);
+NOINLINE static void walk_b(int left);
+NOINLINE static void walk_c(int left);
+NOINLINE static void walk_step(int left) {
+    if (left == 0) {
+        lose(32, 0);
+        return;
+    }
+    switch (next_rand() % 3) {
+    case 0:
+        walk_a(left - 1);
+        break;
+    case 1:
+        walk_b(left - 1);
+        break;
+    default:
+        walk_c(left - 1);
+        break;
+    }
+    NO_TAIL_CALL();
+}
+NOINLINE static void walk_a(int left) {
+    walk_step(left);
+    NO_TAIL_CALL();
+}
+NOINLINE static void walk_b(int left) {
+    char pad[48];
+    pad[0] = (char)left;
+    keep(pad);
+    walk_step(left);
+    NO_TAIL_CALL();
+}
+NOINLINE static void walk_c(int left) {
+    walk_step(left);
+    walk_step(0); // a second allocation from the same frame, a shallower stack
+    NO_TAIL_CALL();
+}
+
+// A loop over a few places in turn: the same stacks again and again, found as they were.
+NOINLINE static void site_one(int i) {
+    sink[i % 64] = malloc(8);
+    NO_TAIL_CALL();
+}
+NOINLINE static void site_two(int i) {
+    free(sink[(i + 1) % 64]);
+    sink[(i + 1) % 64] = NULL;
+    NO_TAIL_CALL();
+}
+NOINLINE static void site_three(int i) {
+    if (i % 97 == 0)
+        lose(48, i);
+    NO_TAIL_CALL();
+}
+
+NOINLINE static void release_third(void* p) {
+    free(p);
+    NO_TAIL_CALL();
+}
+
+// A chain deeper than a release keeps, releasing three times at its bottom from three places.
+// Run twice as deep, the second time finds the window of release_again's stack whole (a stack
+// seen before, whose callers' nodes the walk does not learn), and release_third's walk reuses
+// its outer frames from there.
+NOINLINE static void chain(int depth, void* p) {
+    if (depth == 0) {
+        release(p);
+        release_again(p);
+        release_third(p);
+        return;
+    }
+    chain(depth - 1, p);
+    NO_TAIL_CALL();
+}
+
+int main(void) {
+    tree(6, 1);
+    for (int k = 0; k < 60; k++)
+        walk_step(6 + (int)(next_rand() % 10));
+    for (int i = 0; i < 5000; i++) {
+        site_one(i);
+        site_two(i);
+        site_three(i);
+    }
+    for (int i = 0; i < 64; i++) {
+        free(sink[i]);
+        sink[i] = NULL;
+    }
+    for (int depth = 10; depth < 24; depth += 3) {
+        for (int again = 0; again < 2; again++) {
+            void* p = malloc(64);
+            keep(p);
+            chain(depth, p);
+        }
+    }
+    say("unwind_mix done\n");
+    scrub_stack();
+    return 0;
+}
