@@ -57,10 +57,12 @@ typedef struct hl_ring_s {
     int tid;
     _Atomic int is_dead;    // owner exited; writer drains then recycles
     struct hl_ring_s* next; // registry list
-    uint64_t known_ticks;   // writer's: the latest time known for this ring's events
-    uint32_t alloc_trace;   // writer's: the trace its latest ALLOC went to (a FREE_TEMP's site)
-    uint32_t released_next; // owner's: count of released[] entries written
-    hl_ring_stats_t st;     // writer's (see hl_ring_stats_t)
+    // The writer's, written at every event it takes: a line of their own, so that the owner's
+    // own writes below (a release of a header block) do not have to take it back each time.
+    _Alignas(64) uint64_t known_ticks; // the latest time known for this ring's events
+    uint32_t alloc_trace;              // the trace its latest ALLOC went to (a FREE_TEMP's site)
+    hl_ring_stats_t st;                // (see hl_ring_stats_t)
+    _Alignas(64) uint32_t released_next; // owner's: count of released[] entries written
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;
