@@ -162,7 +162,7 @@ $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 # Built without frame pointers: its stacks are the agent's own unwinder's work (CFI rules).
 $(BUILD)/programs/unwind_mix: tests/programs/unwind_mix.c tests/programs/common.h
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -fomit-frame-pointer -fno-inline-small-functions -o $@ $<
+	$(CC) -O2 -g -fomit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread
 $(BUILD)/programs/%: tests/programs/%.cc tests/programs/common.h
 	@mkdir -p $(dir $@)
 	g++ -O2 -g -Wno-unused-result -Wno-mismatched-new-delete -o $@ $< -pthread -ldl

@@ -68,10 +68,14 @@ typedef struct hl_ring_s {
 } hl_ring_t;
 
 // The consumer's side, in writer.c: a full ring waits for the writer; a quarter filled wakes a
-// sleeping writer.
+// sleeping writer, half filled one napping (it comes back on its own when it expects a quarter,
+// from the rate it saw: a burst comes sooner).
 HL_COLD void ring_wait_space(hl_ring_t* r);
 HL_COLD void writer_kick(void);
+enum { HL_WRITER_AWAKE = 0, HL_WRITER_ASLEEP = 1, HL_WRITER_NAPPING = 2 };
 extern _Atomic int hl_writer_sleeping;
+
+HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a waiting writer
 
 // The writer read a slot's line on the ring's last lap, on its own CPU: the producer's store to
 // it must first take the line back from there (hundreds of cycles when the two CPUs are far
@@ -103,9 +107,8 @@ HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
 HL_INLINE void ring_commit(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
     atomic_store_explicit(&r->head, h, memory_order_release);
-    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0) &&
-        atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed))
-        writer_kick();
+    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0))
+        ring_quarter(r, h);
 }
 
 #endif

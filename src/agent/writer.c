@@ -634,7 +634,7 @@ static void sample(void) {
 // expected to be a quarter full, instead of sleeping until a producer wakes it: that wake was a
 // system call on the program's thread (and an interrupt to the writer's CPU) every 4096 events,
 // 2-3% of an allocation-bound program's time. `busy_nap_ns` is that time (0: not busy), from
-// the rate the last drain saw; a ring that fills sooner still wakes the writer (ring_wait_space).
+// the rate the last drain saw; a ring half full wakes it sooner (ring_quarter), a full one too.
 #define HL_BUSY_EVENTS (HL_RING_EVENTS / 16) // a drain of this many events: a busy program
 #define HL_BUSY_NAP_MIN_NS 20000ull          // the writer's own pass costs about this
 static _Atomic uint64_t busy_nap_ns; // written by whoever drains (a program thread may)
@@ -749,11 +749,12 @@ static void* writer_main(void* arg) {
         uint64_t nap = atomic_load_explicit(&busy_nap_ns, memory_order_relaxed);
         if (nap && (uint64_t)wait > nap) {
             wait = (long)nap; // back before the producers would wake it
+            atomic_store(&hl_writer_sleeping, HL_WRITER_NAPPING);
         } else {
-            atomic_store(&hl_writer_sleeping, 1);
+            atomic_store(&hl_writer_sleeping, HL_WRITER_ASLEEP);
         }
         os_futex_wait(&writer_wake, 0, wait);
-        atomic_store(&hl_writer_sleeping, 0);
+        atomic_store(&hl_writer_sleeping, HL_WRITER_AWAKE);
         writer_lock();
         int phase = atomic_load(&hl_phase);
         if (phase == HL_STOPPED) { // a `stop` ended the trace: only the socket, for `start`
@@ -800,6 +801,14 @@ static void* writer_main(void* arg) {
     for (;;)
         os_futex_wait(&never, 0, -1);
     return NULL;
+}
+
+void ring_quarter(hl_ring_t* r, uint64_t h) {
+    int how = atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed);
+    if (how == HL_WRITER_ASLEEP ||
+        (how == HL_WRITER_NAPPING &&
+         h - atomic_load_explicit(&r->tail, memory_order_relaxed) >= HL_RING_EVENTS / 2))
+        writer_kick();
 }
 
 void writer_kick(void) {
@@ -1234,7 +1243,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     atomic_store(&writer_mutex, 0);
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);
-    atomic_store(&hl_writer_sleeping, 0);
+    atomic_store(&hl_writer_sleeping, HL_WRITER_AWAKE);
     chunk_restart();
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);

@@ -46,7 +46,11 @@ int debuginfod_gate_declines(const char* file) {
 }
 
 #ifdef HL_DLOPEN_GATE
-// Looked up on each call (a dozen in a report), so no state is shared between threads.
+// Looked up on each call (a dozen in a report), so no state is shared between threads. glibc's
+// dlopen takes its caller (for the caller's RUNPATH, $ORIGIN and namespace) from its return
+// address: the call below is a tail call at -O2, so the caller stays the library that called
+// this one. Were it not (-O0), that caller would be the heaplens executable, which has no RUNPATH
+// and lives in the same namespace as libdw: the same search. A declined load sets no dlerror().
 void* dlopen(const char* file, int mode) {
     if (debuginfod_gate_declines(file))
         return NULL; // as when it is not installed

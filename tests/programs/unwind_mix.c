@@ -6,6 +6,7 @@
 // release path, so the JSON report lists every allocation stack (leak records) and release
 // stack (double frees) it met: run.sh compares them with the stacks of the general unwinder
 // (HEAPLENS_UNWIND_CFI=0), frame by frame.
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -141,6 +142,55 @@ NOINLINE static void chain(int depth, void* p) {
     NO_TAIL_CALL();
 }
 
+// One call site calling malloc through a wrapper, then malloc itself: the second stack is the
+// first one's from its second frame on.
+typedef void* (*alloc_fn)(size_t);
+NOINLINE static void* wrapped_malloc(size_t n) {
+    void* p = malloc(n);
+    NO_TAIL_CALL();
+    return p;
+}
+NOINLINE static void one_site(int i) {
+    alloc_fn fn = (i & 1) ? malloc : wrapped_malloc;
+    char* p = fn(72);
+    p[0] = (char)i;
+    keep(p);
+    NO_TAIL_CALL();
+}
+
+// Two threads with the same body, one after the other while both live: the second one's first
+// stack is found whole (the first made it), and its second reuses that walk's outer frames.
+NOINLINE static void thread_f(void) {
+    lose(80, 1);
+    NO_TAIL_CALL();
+}
+NOINLINE static void thread_g(void) {
+    lose(88, 2);
+    NO_TAIL_CALL();
+}
+static int ran_fd[2], done_fd[2];
+static void* thread_body(void* arg) {
+    thread_f();
+    thread_g();
+    if (arg) { // the first: says it ran, then lives on until the second has run too
+        char c = 1;
+        write(ran_fd[1], &c, 1);
+        read(done_fd[0], &c, 1);
+    }
+    return NULL;
+}
+NOINLINE static void two_threads(void) {
+    pthread_t first, second;
+    char c = 0;
+    if (pipe(ran_fd) != 0 || pipe(done_fd) != 0 || pthread_create(&first, NULL, thread_body, &c))
+        return;
+    read(ran_fd[0], &c, 1);
+    if (pthread_create(&second, NULL, thread_body, NULL) == 0)
+        pthread_join(second, NULL);
+    write(done_fd[1], &c, 1);
+    pthread_join(first, NULL);
+}
+
 int main(void) {
     tree(6, 1);
     for (int k = 0; k < 60; k++)
@@ -161,6 +211,9 @@ int main(void) {
             chain(depth, p);
         }
     }
+    for (int i = 0; i < 10; i++)
+        one_site(i);
+    two_threads();
     say("unwind_mix done\n");
     scrub_stack();
     return 0;
