@@ -191,7 +191,20 @@ NOINLINE static void two_threads(void) {
     pthread_join(first, NULL);
 }
 
+// Two callers of one place at one depth, in turn: the same frame 0 with two stacks, each found
+// again among the walks of that frame (a way past the first).
+NOINLINE static void from_one(int i) {
+    lose(56, i);
+    NO_TAIL_CALL();
+}
+NOINLINE static void from_two(int i) {
+    lose(56, i);
+    NO_TAIL_CALL();
+}
+
 int main(void) {
+    for (int i = 0; i < 2000; i++)
+        (i & 1 ? from_one : from_two)(i);
     tree(6, 1);
     for (int k = 0; k < 60; k++)
         walk_step(6 + (int)(next_rand() % 10));
