@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: MIT
 # bench/ab.sh BUILD_A BUILD_B [ROUNDS] - two builds of heaplens on the same workloads, run in
 # alternation (A, B, A, B...) so that both see the same machine: the CPU time (user + system, of
-# the program and the agent's writer) of each run, medians, and B/A. For a change on the hot
-# path: BUILD_A from the base commit (git archive BASE | tar -x -C DIR && make -C DIR), BUILD_B
-# this tree's. WORKLOADS="churn_unique tree_paths ..." picks others: churn_deep, tree, cxx,
-# churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19 levels here), procs
-# (procs.sh: 200 short programs, each traced; the CPU of all of them).
+# the program and the agent's writer) and the wall time of each run, their medians, and B/A.
+# For a change on the hot path: BUILD_A from the base commit (git archive BASE | tar -x -C DIR
+# && make -C DIR), BUILD_B this tree's. WORKLOADS="churn_unique tree_paths ..." picks others:
+# churn_deep, tree, cxx, churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19
+# levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them),
+# sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed).
 set -u
 A=$(cd "$1" && pwd) && B=$(cd "$2" && pwd) || { echo "usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]" >&2; exit 2; }
 ROUNDS=${3:-9}
@@ -18,31 +19,39 @@ gcc $NOFP -pthread -o "$W/churn_deep" "$here/churn_deep.c" &&
     gcc $NOFP -o "$W/tree" "$here/tree.c" && gcc $NOFP -o "$W/churn_mix" "$here/churn_mix.c" &&
     g++ $NOFP -o "$W/cxx" "$here/cxx.cc" && gcc $NOFP -o "$W/churn_unique" "$here/churn_unique.c" &&
     gcc $NOFP -o "$W/tiny_malloc" "$here/tiny_malloc.c" || exit 1
-cpu_ms() { # heaplens ARGS...: the CPU milliseconds of one traced run
-    /usr/bin/time -f "%U %S" -o "$W/time" "$@" >/dev/null 2>&1
+run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin: $IN)
+    /usr/bin/time -f "%U %S %e" -o "$W/time" "$@" <"${IN:-/dev/null}" >/dev/null 2>&1
     rm -f "$W"/t.*.hl
-    awk '{printf "%d\n", ($1 + $2) * 1000}' "$W/time"
+    awk '{printf "%d %d\n", ($1 + $2) * 1000, $3 * 1000}' "$W/time"
 }
 median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-printf '%-14s %10s %10s %7s\n' workload "A cpu ms" "B cpu ms" "B/A"
+printf '%-14s %10s %10s %7s %10s %10s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" "B wall ms" "B/A"
 args_of() { # workload name -> its program and arguments
     case $1 in
-    churn_deep) echo "churn_deep 1" ;;
-    tree_paths) echo "tree 19 --recursive" ;;
+    churn_deep) echo "$W/churn_deep 1" ;;
+    tree_paths) echo "$W/tree 19 --recursive" ;;
     procs) echo "/bin/sh $here/procs.sh $W/tiny_malloc 200" ;;
-    *) echo "$1" ;;
+    sqlite) echo "sqlite3 :memory:" ;;
+    *) echo "$W/$1" ;;
     esac
 }
 for name in ${WORKLOADS:-churn_deep tree cxx churn_mix}; do
     w=$(args_of "$name")
-    a=() b=()
+    IN=/dev/null
+    if [ "$name" = sqlite ]; then
+        command -v sqlite3 >/dev/null || { echo "$name: sqlite3 is not installed"; continue; }
+        IN=$W/sqlite.sql
+        [ -s "$IN" ] || python3 "$here/gen_sql.py" 200000 >"$IN" || continue
+    fi
+    ca=() cb=() wa=() wb=()
     for _ in $(seq "$ROUNDS"); do
-        p=$W/$w
-        [ "$name" = procs ] && p=$w
-        a+=("$(cpu_ms "$A/heaplens" run -q -o "$W/t.%p.hl" -- $p)")
-        b+=("$(cpu_ms "$B/heaplens" run -q -o "$W/t.%p.hl" -- $p)")
+        read -r c wl < <(IN=$IN run_ms "$A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+        ca+=("$c") wa+=("$wl")
+        read -r c wl < <(IN=$IN run_ms "$B/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+        cb+=("$c") wb+=("$wl")
     done
-    ma=$(median "${a[@]}") mb=$(median "${b[@]}")
-    printf '%-14s %10s %10s %7s   A: %s  B: %s\n' "$name" "$ma" "$mb" \
-        "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.3f", b / a }')" "${a[*]}" "${b[*]}"
+    mca=$(median "${ca[@]}") mcb=$(median "${cb[@]}") mwa=$(median "${wa[@]}") mwb=$(median "${wb[@]}")
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a ? b / a : 0 }'; }
+    printf '%-14s %10s %10s %7s %10s %10s %7s\n' "$name" "$mca" "$mcb" "$(ratio "$mca" "$mcb")" \
+        "$mwa" "$mwb" "$(ratio "$mwa" "$mwb")"
 done
