@@ -59,9 +59,9 @@ typedef struct hl_ring_s {
     struct hl_ring_s* next; // registry list
     // The writer's, written at every event it takes: a line of their own, so that the owner's
     // own writes below (a release of a header block) do not have to take it back each time.
-    _Alignas(64) uint64_t known_ticks; // the latest time known for this ring's events
-    uint32_t alloc_trace;              // the trace its latest ALLOC went to (a FREE_TEMP's site)
-    hl_ring_stats_t st;                // (see hl_ring_stats_t)
+    _Alignas(64) uint64_t known_ticks;   // the latest time known for this ring's events
+    uint32_t alloc_trace;                // the trace its latest ALLOC went to (a FREE_TEMP's site)
+    hl_ring_stats_t st;                  // (see hl_ring_stats_t)
     _Alignas(64) uint32_t released_next; // owner's: count of released[] entries written
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];

@@ -472,15 +472,19 @@ typedef struct last_stack_s {
 #define HL_WAYS_REWARD 32  // a find past the first way: worth that many looks in vain
 #define HL_WAYS_RETRY 256  // captures between looks past the first way while they do not pay
 
+typedef struct walk_key_s {
+    uintptr_t sp, ip;     // frame 0
+    uintptr_t slot;       // where its caller's return address was read (0: no caller)
+    uintptr_t caller;     // what was read there
+} walk_key_t;
+
 typedef struct recent_s {
     last_stack_t walks[HL_RECENT];
     uint8_t index[HL_RECENT_INDEX][HL_RECENT_WAYS]; // hash of (ip, sp) of frame 0 -> walk + 1
     // Each walk's frame 0 and its first saved return address (where, and what it held), side by
     // side: a way is passed over without a look into its walk (7 KiB apart, each a cache miss)
     // unless these still hold. slot 0: the walk has one frame (nothing to look at).
-    struct {
-        uintptr_t sp, ip, slot, caller;
-    } key[HL_RECENT];
+    walk_key_t key[HL_RECENT];
     // Whether ways past the first pay: raised by a find there, lowered by a capture that looked
     // there in vain. A recursion meets the same frame 0 with other callers each time, and there
     // only the first way is looked at (and all of them every HL_WAYS_RETRY-th capture).
@@ -782,8 +786,9 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     uint8_t* ways = rc->index[recent_slot(ip, sp)];
     int nways = rc->ways_score || (st->seq % HL_WAYS_RETRY) == 0 ? HL_RECENT_WAYS : 1;
     for (int w = 0; w < nways && ways[w]; w++) {
-        const __typeof__(rc->key[0])* key = &rc->key[ways[w] - 1];
-        if (key->sp != sp || key->ip != ip || (key->slot && *(const uintptr_t*)key->slot != key->caller))
+        const walk_key_t* key = &rc->key[ways[w] - 1];
+        if (key->sp != sp || key->ip != ip ||
+            (key->slot && *(const uintptr_t*)key->slot != key->caller))
             continue;
         last_stack_t* seen = &rc->walks[ways[w] - 1];
         if (seen->n > 0 && (w == 0 ? tail_still_valid(seen, 0) : tail_still_same(seen))) {
@@ -837,10 +842,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     }
     rc->latest = slot;
     rc->latest_seq = ++st->seq;
-    rc->key[slot].sp = sp;
-    rc->key[slot].ip = ip;
-    rc->key[slot].slot = n > 1 ? fresh->slots[0] : 0;
-    rc->key[slot].caller = n > 1 ? fresh->ips[1] : 0;
+    rc->key[slot] = (walk_key_t){sp, ip, n > 1 ? fresh->slots[0] : 0, n > 1 ? fresh->ips[1] : 0};
     recent_note(ways, (uint8_t)(slot + 1));
     return fresh->id;
 }

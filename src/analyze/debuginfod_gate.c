@@ -22,7 +22,7 @@
 #ifndef __has_feature
 #define __has_feature(x) 0
 #endif
-#if !defined(__SANITIZE_ADDRESS__) && !__has_feature(address_sanitizer) &&                      \
+#if !defined(__SANITIZE_ADDRESS__) && !__has_feature(address_sanitizer) &&                         \
     !__has_feature(memory_sanitizer) && !__has_feature(thread_sanitizer)
 #define HL_DLOPEN_GATE 1
 #endif
@@ -54,7 +54,8 @@ int debuginfod_gate_declines(const char* file) {
 void* dlopen(const char* file, int mode) {
     if (debuginfod_gate_declines(file))
         return NULL; // as when it is not installed
-    void* (*real_dlopen)(const char*, int) = (void* (*)(const char*, int))dlsym(RTLD_NEXT, "dlopen");
+    void* (*real_dlopen)(const char*, int) =
+        (void* (*)(const char*, int))dlsym(RTLD_NEXT, "dlopen");
     return real_dlopen ? real_dlopen(file, mode) : NULL;
 }
 #endif
