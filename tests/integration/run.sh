@@ -362,7 +362,7 @@ export HEAPLENS_UNWIND_CFI=0
 hl unwind_mix_general -- unwind_mix
 unset HEAPLENS_UNWIND_CFI
 expect_stdout unwind_mix_general "unwind_mix done"
-unwind_diff=$(python3 - "$UNWIND_FAST" "$J" <<'PY'
+unwind_diff=$(python3 - "$UNWIND_FAST" "$J" 2>&1 <<'PY' || echo "the comparison failed"
 import json, sys
 def frames(stack):
     return tuple((f.get("function"), f.get("file"), f.get("line"), f.get("module")) for f in stack)
