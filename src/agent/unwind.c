@@ -456,7 +456,32 @@ typedef struct last_stack_s {
     uintptr_t slots[HL_MAX_DEPTH]; // slots[k]: the address ips[k + 1] was read from
     uintptr_t sps[HL_MAX_DEPTH];   // sps[k]: the stack pointer in frame k
     uint32_t nodes[HL_MAX_DEPTH];  // nodes[k]: the interned stack of frames k..n-1
+    // A frame whose CFA comes from %rbp (alloca, a variable-length array, code built with frame
+    // pointers) is only the same frame again if %rbp is, and so are the words %rbp and the CFA
+    // were read from: one stack pointer and return address can come with two frame sizes.
+    // Only the %rbp values some CFA depends on count: a frame that saves %rbp as an ordinary
+    // register (libstdc++ built without frame pointers) holds data there, which changes.
+    int rbp_last;                   // the outermost frame with anything below to check (-1: none)
+    uintptr_t rbps[HL_MAX_DEPTH];   // rbps[k]: %rbp in frame k
+    uintptr_t rreads[HL_MAX_DEPTH]; // rreads[k]: where frame k read its caller's %rbp, when a
+    uintptr_t rvals[HL_MAX_DEPTH];  // later CFA needs it (else &no_read); rvals[k]: what it read
+    uintptr_t creads[HL_MAX_DEPTH]; // creads[k]: where sps[k + 1] (the CFA) was read (0: not)
+    uint8_t needs[HL_MAX_DEPTH];    // needs[k]: a CFA depends on rbps[k]
+    uint8_t kinds[HL_MAX_DEPTH];    // kinds[k]: how frame k used %rbp (FRAME_*), while walked
+    // The words read that count (the rreads and creads above), in frame order: what a reuse
+    // checks, without a look at the frames that read none.
+    int nchecks;
+    struct {
+        uintptr_t addr, val;
+        int frame;
+    } checks[2 * HL_MAX_DEPTH];
 } last_stack_t;
+
+enum { FRAME_CFA_RBP = 1, FRAME_RBP_SAME = 2, FRAME_RBP_AT_RBP = 4, FRAME_READ_RBP = 8,
+       FRAME_READ_CFA = 16 };
+
+// rreads[k] of a frame whose %rbp read, if any, no CFA depends on.
+static const uintptr_t no_read;
 
 // Per kind of capture (allocations, releases: loops alternate them) the last 32 walks, found
 // again by where they start: a program allocating from a handful of places in turn (a parser,
@@ -590,9 +615,8 @@ static inline int leave_agent(uintptr_t* ip_out, uintptr_t* sp_out, uintptr_t* r
     return 0;
 }
 
-// Do the outer frames of `last` still stand from frame j on? Each saved return address must
-// still hold the value the previous walk read there.
-static inline int tail_still_valid(const last_stack_t* last, int j) {
+// Each saved return address from frame j on still holds the value the walk read there.
+static inline int tail_slots_still_valid(const last_stack_t* last, int j) {
     const uintptr_t* slots = last->slots;
     const uintptr_t* callers = last->ips + 1;
     int end = last->n - 1, k = j;
@@ -606,13 +630,73 @@ static inline int tail_still_valid(const last_stack_t* last, int j) {
     return diff == 0;
 }
 
+// The same for a walk with something read for %rbp's sake at or above j: %rbp in frame j must
+// be rbp still if a CFA depends on it, and every word read that a CFA depends on must hold what
+// was read (a frame built with a frame pointer reads its caller's %rbp beside its return
+// address: one line).
+static inline int tail_rbp_still_valid(const last_stack_t* last, int j, uintptr_t rbp) {
+    if (last->needs[j] && last->rbps[j] != rbp)
+        return 0;
+    uintptr_t diff = 0;
+    for (int i = last->nchecks - 1; i >= 0 && last->checks[i].frame >= j; i--)
+        diff |= *(const uintptr_t*)last->checks[i].addr ^ last->checks[i].val;
+    return diff == 0 && tail_slots_still_valid(last, j);
+}
+
+// Do the outer frames of `last` still stand from frame j on, %rbp there being rbp?
+static inline int tail_still_valid(const last_stack_t* last, int j, uintptr_t rbp) {
+    if (hl_likely(last->rbp_last < j))
+        return tail_slots_still_valid(last, j);
+    return tail_rbp_still_valid(last, j, rbp);
+}
+
 // tail_still_valid for a walk that more likely fails it (a second way of a key: same place, same
 // depth, often other callers): from the innermost, out at the first frame that changed.
-static inline int tail_still_same(const last_stack_t* last) {
+static inline int tail_still_same(const last_stack_t* last, uintptr_t rbp) {
+    if (hl_unlikely(last->rbp_last >= 0))
+        return tail_rbp_still_valid(last, 0, rbp);
     for (int k = 0; k < last->n - 1; k++)
         if (*(const uintptr_t*)last->slots[k] != last->ips[k + 1])
             return 0;
     return 1;
+}
+
+// After a walk: which %rbp values its CFAs depend on, from the outermost frame in. Frames
+// [0, walked) were walked; the ones above came from another walk with their own flags, the
+// first of them needing %rbp when need_above, the outermost check among them at rbp_last.
+static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, int rbp_last) {
+    int need_next = need_above;
+    for (int k = walked - 1; k >= 0; k--) {
+        uint8_t kind = w->kinds[k];
+        int reads = (kind & FRAME_READ_RBP) && need_next;
+        if (!reads) { // frame k read no %rbp, or none that feeds a CFA
+            w->rreads[k] = (uintptr_t)&no_read;
+            w->rvals[k] = 0;
+        }
+        if (!(kind & FRAME_READ_CFA))
+            w->creads[k] = 0;
+        int need = (kind & FRAME_CFA_RBP) ||
+                   ((kind & (FRAME_RBP_SAME | FRAME_RBP_AT_RBP)) && need_next);
+        w->needs[k] = (uint8_t)need;
+        if (rbp_last < 0 && (need || reads || (kind & FRAME_READ_CFA)))
+            rbp_last = k;
+        need_next = need;
+    }
+    w->rbp_last = rbp_last;
+    int c = 0;
+    for (int k = 0; k <= rbp_last && k < frames - 1; k++) {
+        if (w->rreads[k] != (uintptr_t)&no_read) {
+            w->checks[c].addr = w->rreads[k];
+            w->checks[c].val = w->rvals[k];
+            w->checks[c++].frame = k;
+        }
+        if (w->creads[k]) {
+            w->checks[c].addr = w->creads[k];
+            w->checks[c].val = w->sps[k + 1];
+            w->checks[c++].frame = k;
+        }
+    }
+    w->nchecks = c;
 }
 
 // CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
@@ -662,16 +746,34 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     int n = 0, j = 0;
     out->is_complete = 0;
     out->reused_at = -1;
+    out->rbp_last = -1;
+    int any_rbp = 0; // a walked frame's CFA came from %rbp
     while (n < max) {
         while (j < last_n && last_sps[j] < sp)
             j++;
         if (j < last_n && last_sps[j] == sp && last_ips[j] == ip &&
-            (last->is_complete || n + (last_n - j) >= max) && tail_still_valid(last, j)) {
+            (last->is_complete || n + (last_n - j) >= max) && tail_still_valid(last, j, rbp)) {
             int take = last_n - j < max - n ? last_n - j : max - n;
             memcpy(&out_ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
             memcpy(&out_slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
             memcpy(&out_sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
             memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
+            // What the copied frames took from %rbp comes along, up to the last that counts.
+            int above = -1;
+            if (hl_unlikely(last->rbp_last >= j)) {
+                int upto = last->rbp_last < j + take ? last->rbp_last : j + take - 1;
+                size_t m = (size_t)(upto - j + 1);
+                memcpy(&out->rbps[n], &last->rbps[j], m * sizeof(uintptr_t));
+                memcpy(&out->rreads[n], &last->rreads[j], m * sizeof(uintptr_t));
+                memcpy(&out->rvals[n], &last->rvals[j], m * sizeof(uintptr_t));
+                memcpy(&out->creads[n], &last->creads[j], m * sizeof(uintptr_t));
+                memcpy(&out->needs[n], &last->needs[j], m);
+                above = n + (upto - j);
+            }
+            if (hl_unlikely(any_rbp || above >= 0))
+                settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above);
+            else
+                out->rbp_last = -1;
             out->is_complete = last->is_complete && take == last_n - j;
             out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
             out->reused_from = j;
@@ -679,6 +781,8 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
         }
         out_ips[n] = ip;
         out_sps[n] = sp;
+        out->rbps[n] = rbp;
+        out->kinds[n] = 0;
         n++;
         rule_t r;
         if (hl_likely(cache != NULL)) {
@@ -697,8 +801,13 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
             return -1;
         } else if (RULE_CFA(r) == CFA_RBP) {
             cfa = rbp + r.cfa_off;
+            out->kinds[n - 1] = FRAME_CFA_RBP;
+            any_rbp = 1;
         } else {
+            out->creads[n - 1] = rbp + r.cfa_off;
             cfa = *(uintptr_t*)(rbp + r.cfa_off);
+            out->kinds[n - 1] = FRAME_CFA_RBP | FRAME_READ_CFA;
+            any_rbp = 1;
         }
         // The stack only grows one way; anything else means the rules do not fit this frame.
         if (hl_unlikely(cfa <= sp || cfa - sp0 > (64u << 20) || (cfa & 7)))
@@ -706,10 +815,17 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
         uintptr_t slot = cfa + r.ra_off;
         uintptr_t next_ip = *(uintptr_t*)slot;
         out_slots[n - 1] = slot;
-        if (RULE_RBP(r) == RBP_AT_CFA)
-            rbp = *(uintptr_t*)(cfa + r.rbp_off);
-        else if (RULE_RBP(r) == RBP_AT_RBP)
-            rbp = *(uintptr_t*)(rbp + r.rbp_off);
+        if (RULE_RBP(r) == RBP_AT_CFA) {
+            out->rreads[n - 1] = cfa + r.rbp_off;
+            out->kinds[n - 1] |= FRAME_READ_RBP;
+            rbp = out->rvals[n - 1] = *(uintptr_t*)(cfa + r.rbp_off);
+        } else if (RULE_RBP(r) == RBP_AT_RBP) {
+            out->rreads[n - 1] = rbp + r.rbp_off;
+            out->kinds[n - 1] |= FRAME_RBP_AT_RBP | FRAME_READ_RBP;
+            rbp = out->rvals[n - 1] = *(uintptr_t*)(rbp + r.rbp_off);
+        } else {
+            out->kinds[n - 1] |= FRAME_RBP_SAME;
+        }
         sp = cfa;
         ip = next_ip;
         if (hl_unlikely(ip < 4096)) {
@@ -717,6 +833,10 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
             break;
         }
     }
+    if (hl_unlikely(any_rbp))
+        settle_rbp(out, n, n, 0, -1);
+    else
+        out->rbp_last = -1;
     return n;
 }
 
@@ -791,7 +911,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
             (key->slot && *(const uintptr_t*)key->slot != key->caller))
             continue;
         last_stack_t* seen = &rc->walks[ways[w] - 1];
-        if (seen->n > 0 && (w == 0 ? tail_still_valid(seen, 0) : tail_still_same(seen))) {
+        if (seen->n > 0 &&
+            (w == 0 ? tail_still_valid(seen, 0, rbp) : tail_still_same(seen, rbp))) {
             rc->latest = ways[w] - 1;
             rc->latest_seq = ++st->seq;
             if (w > 0)

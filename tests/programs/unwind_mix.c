@@ -6,7 +6,9 @@
 // release path, so the JSON report lists every allocation stack (leak records) and release
 // stack (double frees) it met: run.sh compares them with the stacks of the general unwinder
 // (HEAPLENS_UNWIND_CFI=0), frame by frame.
+#include <alloca.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -202,6 +204,49 @@ NOINLINE static void from_two(int i) {
     NO_TAIL_CALL();
 }
 
+// One stack pointer and return address in a frame whose CFA comes from %rbp, with two frame
+// sizes: alias_f's alloca is made as large below alias_g1 as alias_g2's buffer is, so that its
+// stack pointer is the same under both, its %rbp 256 bytes apart. What alias_g1's call left on
+// the stack stays there under alias_g2 (its buffer is never written): only %rbp tells them apart.
+static uintptr_t alias_at;
+NOINLINE static void alias_f(size_t n, int tag) {
+    char* a = alloca(n);
+    keep(a);
+    alias_at = (uintptr_t)a;
+    if (tag >= 0)
+        lose(24, tag);
+    NO_TAIL_CALL();
+}
+NOINLINE static void alias_g1(size_t n, int tag) {
+    alias_f(n, tag);
+    NO_TAIL_CALL();
+}
+NOINLINE static void alias_g2(size_t n, int tag) {
+    char buf[256];
+    keep(buf);
+    alias_f(n, tag);
+    NO_TAIL_CALL();
+}
+typedef void (*alias_fn)(size_t, int);
+NOINLINE static void alias_p(alias_fn g, size_t n, int tag) {
+    g(n, tag);
+    NO_TAIL_CALL();
+}
+NOINLINE static void alias_pairs(void) {
+    alias_p(alias_g2, 0, -1);
+    uintptr_t want = alias_at;
+    size_t n1 = 0;
+    for (size_t n = 0; n < 1024; n += 16) {
+        alias_p(alias_g1, n, -1);
+        if (alias_at == want) {
+            n1 = n;
+            break;
+        }
+    }
+    for (int i = 0; i < 200; i++) // one call site: alias_g1 and alias_g2 in turn
+        alias_p(i & 1 ? alias_g2 : alias_g1, i & 1 ? 0 : n1, i);
+}
+
 int main(void) {
     for (int i = 0; i < 2000; i++)
         (i & 1 ? from_one : from_two)(i);
@@ -227,6 +272,7 @@ int main(void) {
     for (int i = 0; i < 10; i++)
         one_site(i);
     two_threads();
+    alias_pairs();
     say("unwind_mix done\n");
     scrub_stack();
     return 0;
