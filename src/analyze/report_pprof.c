@@ -9,6 +9,7 @@
 
 #include "../common/hash.h"
 #include "aggregate.h"
+#include "bytebuf.h"
 #include "utf8.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -68,32 +69,10 @@ int ag_write_gzip_stored(FILE* out, const void* data, size_t len) {
 // ---------------------------------------------------------------------------------------------
 // Protobuf encoding
 // ---------------------------------------------------------------------------------------------
-typedef struct pb_s {
-    uint8_t* p;
-    size_t n, cap;
-    int oom;
-} pb_t;
+typedef bytebuf_t pb_t;
 
 enum { PB_VARINT = 0, PB_LEN = 2 };
 
-static void pb_raw(pb_t* b, const void* data, size_t len) {
-    if (b->oom)
-        return;
-    if (b->n + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len)
-            cap *= 2;
-        uint8_t* fresh = realloc(b->p, cap);
-        if (!fresh) {
-            b->oom = 1;
-            return;
-        }
-        b->p = fresh;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, len);
-    b->n += len;
-}
 
 static void pb_varint(pb_t* b, uint64_t v) {
     uint8_t tmp[10];
@@ -103,7 +82,7 @@ static void pb_varint(pb_t* b, uint64_t v) {
         v >>= 7;
     }
     tmp[n++] = (uint8_t)v;
-    pb_raw(b, tmp, (size_t)n);
+    bytebuf_put(b, tmp, (size_t)n);
 }
 
 static void pb_uint(pb_t* b, int field, uint64_t v) {
@@ -114,14 +93,14 @@ static void pb_uint(pb_t* b, int field, uint64_t v) {
 static void pb_bytes(pb_t* b, int field, const void* data, size_t len) {
     pb_varint(b, (uint64_t)field << 3 | PB_LEN);
     pb_varint(b, len);
-    pb_raw(b, data, len);
+    bytebuf_put(b, data, len);
 }
 
 static void pb_msg(pb_t* b, int field, pb_t* sub) {
-    if (sub->oom)
-        b->oom = 1;
-    pb_bytes(b, field, sub->p, sub->n);
-    sub->n = 0; // reused by the caller
+    if (sub->failed)
+        b->failed = 1;
+    pb_bytes(b, field, sub->p, sub->len);
+    sub->len = 0; // reused by the caller
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,15 +390,15 @@ static int build_profile(prof_t* p, report_ctx_t* c, const aggregate_t* a) {
         }
         for (size_t j = 0; j < nids; j++)
             pb_varint(&packed, ids[j]);
-        pb_bytes(&p->tmp, 1, packed.p, packed.n);
-        packed.n = 0;
+        pb_bytes(&p->tmp, 1, packed.p, packed.len);
+        packed.len = 0;
         pb_varint(&packed, s->allocations);
         pb_varint(&packed, s->bytes);
         pb_varint(&packed, s->leaked_blocks);
         pb_varint(&packed, s->leaked_bytes);
-        pb_bytes(&p->tmp, 2, packed.p, packed.n);
-        packed.n = 0;
-        if (packed.oom)
+        pb_bytes(&p->tmp, 2, packed.p, packed.len);
+        packed.len = 0;
+        if (packed.failed)
             p->oom = 1;
         pb_msg(&p->out, 2, &p->tmp);
     }
@@ -440,7 +419,7 @@ static int build_profile(prof_t* p, report_ctx_t* c, const aggregate_t* a) {
     for (size_t i = 0; i < p->nstrings; i++)
         pb_bytes(&p->out, 6, p->strings[i] ? p->strings[i] : "",
                  p->strings[i] ? strlen(p->strings[i]) : 0);
-    return p->oom || p->out.oom || p->tmp.oom || p->tmp2.oom ? -ENOMEM : 0;
+    return p->oom || p->out.failed || p->tmp.failed || p->tmp2.failed ? -ENOMEM : 0;
 }
 
 int ag_write_pprof(FILE* out, report_ctx_t* c, const aggregate_t* a) {
@@ -448,7 +427,7 @@ int ag_write_pprof(FILE* out, report_ctx_t* c, const aggregate_t* a) {
     memset(&p, 0, sizeof p);
     int rc = build_profile(&p, c, a);
     if (rc == 0)
-        rc = ag_write_gzip_stored(out, p.out.p ? (const void*)p.out.p : "", p.out.n);
+        rc = ag_write_gzip_stored(out, p.out.p ? (const void*)p.out.p : "", p.out.len);
     for (size_t i = 0; i < p.nstrings; i++)
         free(p.strings[i]);
     free(p.strings);

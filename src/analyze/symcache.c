@@ -8,6 +8,7 @@
 // little-endian. Nothing in a file is trusted: every length is bounded by what is left of it,
 // and a file read short of its count or past its end marker is not used at all.
 #define _GNU_SOURCE
+#include "bytebuf.h"
 #include "symcache.h"
 
 #include <dlfcn.h>
@@ -302,46 +303,19 @@ int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcac
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-typedef struct out_s {
-    uint8_t* p;
-    size_t len, cap;
-    int failed;
-} out_t;
-
-static void put(out_t* o, const void* src, size_t n) {
-    if (o->failed)
-        return;
-    if (o->len + n > SYMCACHE_FILE_MAX) {
-        o->failed = 1;
-        return;
-    }
-    if (o->len + n > o->cap) {
-        size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->len + n)
-            cap *= 2;
-        uint8_t* fresh = realloc(o->p, cap);
-        if (!fresh) {
-            o->failed = 1;
-            return;
-        }
-        o->p = fresh;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, src, n);
-    o->len += n;
-}
+typedef bytebuf_t out_t;
 
 static void put_le(out_t* o, uint64_t v, int n) {
     uint8_t b[8];
     for (int i = 0; i < n; i++)
         b[i] = (uint8_t)(v >> (8 * i));
-    put(o, b, (size_t)n);
+    bytebuf_put(o, b, (size_t)n);
 }
 
 static void put_string(out_t* o, const char* s) {
     size_t n = strlen(s) + 1;
     put_le(o, n, 2);
-    put(o, s, n);
+    bytebuf_put(o, s, n);
 }
 
 static int keepable(const char* s) {
@@ -351,7 +325,7 @@ static int keepable(const char* s) {
 // The whole file in memory: its name, its entries, and in its header their count.
 static int build(out_t* o, const char* name, int (*next)(void* arg, symcache_entry_t* e),
                  void* arg) {
-    put(o, SC_MAGIC, SC_MAGIC_LEN);
+    bytebuf_put(o, SC_MAGIC, SC_MAGIC_LEN);
     put_string(o, name);
     size_t count_at = o->len;
     put_le(o, 0, 4); // the count, set below
@@ -379,7 +353,7 @@ static int build(out_t* o, const char* name, int (*next)(void* arg, symcache_ent
         }
         count++;
     }
-    put(o, SC_END, SC_MAGIC_LEN);
+    bytebuf_put(o, SC_END, SC_MAGIC_LEN);
     if (o->failed || count == 0)
         return -1;
     for (int i = 0; i < 4; i++)
@@ -409,7 +383,7 @@ static int open_tmp(int dir, const char* name, char* tmp, size_t len) {
 
 int symcache_store(int dir, const char* name, int (*next)(void* arg, symcache_entry_t* e),
                    void* arg) {
-    out_t o = {0};
+    out_t o = {.max = SYMCACHE_FILE_MAX};
     char tmp[SC_NAME_MAX + 64];
     int fd = -1, rc = -1;
     if (strlen(name) <= SC_NAME_MAX && build(&o, name, next, arg) == 0)
