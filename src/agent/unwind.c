@@ -463,8 +463,8 @@ typedef struct last_stack_s {
     // register (libstdc++ built without frame pointers) holds data there, which changes.
     int rbp_last;                   // the outermost frame with anything below to check (-1: none)
     uintptr_t rbps[HL_MAX_DEPTH];   // rbps[k]: %rbp in frame k
-    uintptr_t rreads[HL_MAX_DEPTH]; // rreads[k]: where frame k read its caller's %rbp, when a
-    uintptr_t rvals[HL_MAX_DEPTH];  // later CFA needs it (else &no_read); rvals[k]: what it read
+    uintptr_t rreads[HL_MAX_DEPTH]; // rreads[k]: where frame k read rbps[k + 1], when a later
+                                    // CFA needs it (0: no such read)
     uintptr_t creads[HL_MAX_DEPTH]; // creads[k]: where sps[k + 1] (the CFA) was read (0: not)
     uint8_t needs[HL_MAX_DEPTH];    // needs[k]: a CFA depends on rbps[k]
     uint8_t kinds[HL_MAX_DEPTH];    // kinds[k]: how frame k used %rbp (FRAME_*), while walked
@@ -479,9 +479,6 @@ typedef struct last_stack_s {
 
 enum { FRAME_CFA_RBP = 1, FRAME_RBP_SAME = 2, FRAME_RBP_AT_RBP = 4, FRAME_READ_RBP = 8,
        FRAME_READ_CFA = 16 };
-
-// rreads[k] of a frame whose %rbp read, if any, no CFA depends on.
-static const uintptr_t no_read;
 
 // Per kind of capture (allocations, releases: loops alternate them) the last 32 walks, found
 // again by where they start: a program allocating from a handful of places in turn (a parser,
@@ -669,10 +666,8 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
     for (int k = walked - 1; k >= 0; k--) {
         uint8_t kind = w->kinds[k];
         int reads = (kind & FRAME_READ_RBP) && need_next;
-        if (!reads) { // frame k read no %rbp, or none that feeds a CFA
-            w->rreads[k] = (uintptr_t)&no_read;
-            w->rvals[k] = 0;
-        }
+        if (!reads) // frame k read no %rbp, or none that feeds a CFA
+            w->rreads[k] = 0;
         if (!(kind & FRAME_READ_CFA))
             w->creads[k] = 0;
         int need = (kind & FRAME_CFA_RBP) ||
@@ -685,9 +680,10 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
     w->rbp_last = rbp_last;
     int c = 0;
     for (int k = 0; k <= rbp_last && k < frames - 1; k++) {
-        if (w->rreads[k] != (uintptr_t)&no_read) {
+        // (The outermost frame with a check reads nothing that counts: rbps[k + 1] is there.)
+        if (w->rreads[k]) {
             w->checks[c].addr = w->rreads[k];
-            w->checks[c].val = w->rvals[k];
+            w->checks[c].val = w->rbps[k + 1];
             w->checks[c++].frame = k;
         }
         if (w->creads[k]) {
@@ -765,7 +761,6 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
                 size_t m = (size_t)(upto - j + 1);
                 memcpy(&out->rbps[n], &last->rbps[j], m * sizeof(uintptr_t));
                 memcpy(&out->rreads[n], &last->rreads[j], m * sizeof(uintptr_t));
-                memcpy(&out->rvals[n], &last->rvals[j], m * sizeof(uintptr_t));
                 memcpy(&out->creads[n], &last->creads[j], m * sizeof(uintptr_t));
                 memcpy(&out->needs[n], &last->needs[j], m);
                 above = n + (upto - j);
@@ -818,11 +813,11 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
         if (RULE_RBP(r) == RBP_AT_CFA) {
             out->rreads[n - 1] = cfa + r.rbp_off;
             out->kinds[n - 1] |= FRAME_READ_RBP;
-            rbp = out->rvals[n - 1] = *(uintptr_t*)(cfa + r.rbp_off);
+            rbp = *(uintptr_t*)(cfa + r.rbp_off);
         } else if (RULE_RBP(r) == RBP_AT_RBP) {
             out->rreads[n - 1] = rbp + r.rbp_off;
             out->kinds[n - 1] |= FRAME_RBP_AT_RBP | FRAME_READ_RBP;
-            rbp = out->rvals[n - 1] = *(uintptr_t*)(rbp + r.rbp_off);
+            rbp = *(uintptr_t*)(rbp + r.rbp_off);
         } else {
             out->kinds[n - 1] |= FRAME_RBP_SAME;
         }
