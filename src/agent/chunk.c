@@ -4,6 +4,7 @@
 // per trace, not once per chunk. Writer thread only (or under the writer lock).
 #define _GNU_SOURCE
 #include <string.h>
+#include <sys/resource.h>
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
@@ -12,14 +13,21 @@
 #include "log.h"
 #include "os.h"
 
-// 8 MiB of history: a loop whose records fill a few MiB still finds its previous round.
-#define HL_ZSTD_WINDOW_LOG 23
+// The long window grows with the program: its buffer fills as the trace passes through it and
+// stays resident, so a fixed 8 MiB was a quarter more memory for a program of 32 MiB (sqlite3
+// inserting rows) and twice that of a small one. It is the program's peak RSS over
+// HL_WINDOW_RSS_SHARE, between 1 MiB (the traces of the bench's programs are at most 7% larger
+// than with 8) and 8 MiB (a loop whose records fill a few MiB still finds its previous round).
+// A larger one starts a new frame at a chunk's end; a window never shrinks.
+#define HL_ZSTD_WINDOW_LOG_MIN 20
+#define HL_ZSTD_WINDOW_LOG_MAX 23
+#define HL_WINDOW_RSS_SHARE 32 // about 3% of the program's memory
 // Most processes a build or a test suite starts write a few KiB of trace in all: the long
-// window's context (608 KiB of tables cleared before the first byte, 1.3 ms per process on a
-// virtual machine) is theirs only once they have written HL_SMALL_FRAME_RAW. Until then the
-// stream is a first frame with a 128 KiB window and no long-distance matcher (tables of 32
-// KiB); that frame then ends at a chunk's end and the rest of the trace is one long-window
-// frame. A reader's zstd stream goes from one frame to the next by itself.
+// window's context (tables cleared before the first byte, 1.3 ms per process on a virtual
+// machine for an 8 MiB window) is theirs only once they have written HL_SMALL_FRAME_RAW. Until
+// then the stream is a first frame with a 128 KiB window and no long-distance matcher (tables of
+// 32 KiB); that frame then ends at a chunk's end and the rest of the trace is long-window
+// frames. A reader's zstd stream goes from one frame to the next by itself.
 #define HL_ZSTD_SMALL_WINDOW_LOG 17
 #define HL_SMALL_FRAME_RAW (1u << 20)
 
@@ -30,17 +38,19 @@ static size_t out_cap;
 static size_t out_len;          // compressed bytes of the open chunk
 static size_t chunk_raw;        // raw bytes fed into it
 static int is_long_frame;       // the stream is past its small first frame
+static int window_log;          // of the frame being written
 static size_t frame_raw;        // raw bytes fed into the small first frame
 static hl_checksum_t chunk_sum; // of those bytes
 
 // zstd 1.5 lays its compression workspace out as its objects, the match tables and the
-// long-distance matcher's table (512 KiB for an 8 MiB window), then the buffers: it clears the
-// tables before the first byte goes in, and the buffers fill as input comes. The tables are
-// made present with one call (a fault per page cost 128 faults, 1.3 ms on a virtual machine,
-// per traced process); should another version place them elsewhere, they fault in as before.
-#define HL_ZSTD_WORKSPACE_MIN (4u << 20) // the one allocation holding the window's buffer
-#define HL_ZSTD_TABLES (608u << 10)      // objects, tables and the LDM table of windowLog 23
-#define HL_ZALLOC_HEADER 16              // the mapping's size, kept before what zstd gets
+// long-distance matcher's table (512 KiB for an 8 MiB window, an eighth of that for 1 MiB), then
+// the buffers: it clears the tables before the first byte goes in, and the buffers fill as
+// input comes. The tables are made present with one call (a fault per page cost 128 faults, 1.3
+// ms on a virtual machine, per traced process); should another version place them elsewhere,
+// they fault in as before. The workspace is the one allocation at least the window's size.
+#define HL_ZSTD_TABLES_FIXED (96u << 10) // objects and level 1's match tables
+#define HL_ZSTD_LDM_TABLE(log) ((512u << 10) >> (HL_ZSTD_WINDOW_LOG_MAX - (log)))
+#define HL_ZALLOC_HEADER 16 // the mapping's size, kept before what zstd gets
 
 // zstd's working memory comes from agent pages: the host's heap never sees it.
 static void* zalloc(void* opaque, size_t size) {
@@ -49,8 +59,8 @@ static void* zalloc(void* opaque, size_t size) {
     if (!p)
         return NULL;
     p[0] = size + HL_ZALLOC_HEADER;
-    if (size >= HL_ZSTD_WORKSPACE_MIN)
-        os_populate(p, HL_ZSTD_TABLES);
+    if (is_long_frame && size >= (size_t)1 << window_log)
+        os_populate(p, HL_ZSTD_TABLES_FIXED + HL_ZSTD_LDM_TABLE(window_log));
     return (uint8_t*)p + HL_ZALLOC_HEADER;
 }
 static void zfree(void* opaque, void* addr) {
@@ -106,21 +116,33 @@ static int fail_stream(void) {
     return -1;
 }
 
-// The parameters of the next frame: the small first one, or the long-window one.
-static void set_frame_params(int is_long) {
+// The long window the program's peak RSS allows (HL_WINDOW_RSS_SHARE).
+static int window_log_for_rss(void) {
+    struct rusage ru;
+    int log = HL_ZSTD_WINDOW_LOG_MIN;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return log;
+    uint64_t allowed = (uint64_t)ru.ru_maxrss * 1024 / HL_WINDOW_RSS_SHARE;
+    while (log < HL_ZSTD_WINDOW_LOG_MAX && ((uint64_t)1 << (log + 1)) <= allowed)
+        log++;
+    return log;
+}
+
+// The parameters of the next frame: the small first one, or a long-window one.
+static void set_frame_params(int is_long, int log) {
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
     // Long-distance matching finds a repeat megabytes back at level 1's speed; the frame's own
     // checksum would only come at its end, which a killed process never writes: chunks carry one.
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_enableLongDistanceMatching,
                            is_long ? ZSTD_ps_enable : ZSTD_ps_disable);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog,
-                           is_long ? HL_ZSTD_WINDOW_LOG : HL_ZSTD_SMALL_WINDOW_LOG);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, log);
     // Only repeats of 256 bytes and more go to the long-distance matcher (its default, 64,
     // lets short accidental repeats break long ones: sqlite3's trace is 30% smaller this way).
     if (is_long)
         ZSTD_CCtx_setParameter(cctx, ZSTD_c_ldmMinMatch, 256);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
     is_long_frame = is_long;
+    window_log = log;
     frame_raw = 0;
 }
 
@@ -132,7 +154,7 @@ static int ensure_cctx(void) {
     cctx = ZSTD_createCCtx_advanced(mem);
     if (!cctx)
         return -1;
-    set_frame_params(0);
+    set_frame_params(0, HL_ZSTD_SMALL_WINDOW_LOG);
     return 0;
 }
 
@@ -179,12 +201,16 @@ int chunk_end(const uint8_t** out, size_t* len) {
         return -1;
     if (chunk_raw == 0)
         return 0;
-    // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW.
-    int ends_frame = !is_long_frame && frame_raw >= HL_SMALL_FRAME_RAW;
+    // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW; a long
+    // one when the program has grown enough for a larger window.
+    int next_log = window_log;
+    if (!is_long_frame ? frame_raw >= HL_SMALL_FRAME_RAW : window_log < HL_ZSTD_WINDOW_LOG_MAX)
+        next_log = window_log_for_rss();
+    int ends_frame = !is_long_frame ? frame_raw >= HL_SMALL_FRAME_RAW : next_log > window_log;
     if (stream(NULL, 0, ends_frame ? ZSTD_e_end : ZSTD_e_flush) != 0)
         return -1;
     if (ends_frame)
-        set_frame_params(1); // the frame is over: parameters apply from the next one
+        set_frame_params(1, next_log); // the frame is over: parameters apply from the next one
 
     put_u32(out_buf, HL_CHUNK_MAGIC);
     put_u32(out_buf + 4, (uint32_t)out_len);
@@ -200,7 +226,8 @@ int chunk_end(const uint8_t** out, size_t* len) {
 void chunk_restart_stream(void) {
     if (cctx) {
         ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
-        set_frame_params(0); // a new trace (a fork child's) starts small again
+        set_frame_params(
+            0, HL_ZSTD_SMALL_WINDOW_LOG); // a new trace (a fork child's) starts small again
     }
     out_len = 0;
     chunk_raw = 0;

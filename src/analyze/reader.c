@@ -16,9 +16,9 @@
 #include "../common/format.h"
 #include "decode.h"
 
-// The writer's window is 8 MiB (windowLog 23); room to spare, so a writer that looks further
-// back for repeats does not make old traces unreadable, while a damaged frame header cannot
-// make the reader reserve gigabytes.
+// The writer's window is at most 8 MiB (windowLog 23); room to spare, so a writer that looks
+// further back for repeats does not make old traces unreadable, while a damaged frame header
+// cannot make the reader reserve gigabytes.
 #define RD_WINDOW_LOG_MAX 27
 
 static uint32_t le32(const uint8_t* p) {

@@ -799,6 +799,25 @@ check fortran_alloc "$J" \
     "names('churn') == []" "lb('definite') == 0" "errors == []"
 
 # ================================================================================================
+# The trace's window grows with the program: 1 MiB while it is small, 8 MiB past 256 MiB, each
+# from a new frame, and the trace reads back whole (every allocation of the three phases)
+# ================================================================================================
+hl trace_window -- trace_window
+expect_status trace_window 0
+check trace_window "$J" "calls['malloc'] == 3 * 400000 + 2 + 3" "calls['free'] == 3 * 400000" \
+    "rec('definite', 'leak_three') == {'bytes': 144, 'blocks': 3, 'records': 1}" \
+    "rec('reachable', 'grow') == {'bytes': 416 * 1024 * 1024, 'blocks': 2, 'records': 2}" \
+    "j['trace_complete'] is True"
+W=$(python3 "$HERE/zstd_windows.py" "$T" 2>&1 | tr '\n' ' ')
+# The small first frame (128 KiB), 1 MiB once past it, 2 MiB at 96 MiB (the pause lets a chunk
+# end there; a writer kept from running through it goes on to the next), 8 MiB at 416 MiB.
+case "$W" in
+"131072 1048576 2097152 8388608 " | "131072 1048576 8388608 ")
+    pass "trace_window: zstd windows $W" ;;
+*) fail "trace_window: zstd windows" "expected 128 KiB, 1 MiB, [2 MiB,] 8 MiB; got '$W'" ;;
+esac
+
+# ================================================================================================
 # The program's own output is untouched
 # ================================================================================================
 N=$WORK/native

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+// trace_window.c - a program whose memory grows while it keeps allocating: the trace's zstd
+// window must grow with it (1 MiB while it is small, 8 MiB once its RSS passes 256 MiB), each
+// larger window from a new frame at a chunk's end, and the trace must still read back whole.
+// Three phases of 400,000 malloc/free pairs (some 1.7 MiB of raw trace each), each followed by
+// a pause of 300 ms in which the writer catches up and ends a chunk; before the second phase the
+// program holds 96 MiB, before the third 416 MiB, all touched. Leaks 3 blocks of 48 bytes.
+#include <stdlib.h>
+#include <time.h>
+
+#include "common.h"
+
+#define PAIRS 400000
+#define MIB (1024 * 1024)
+
+static NOINLINE void churn_site(int i) {
+    // Sizes vary so that the trace is not one repeat the compressor folds to nothing.
+    void* p = malloc(16 + (size_t)(i * 7919u % 200));
+    keep(p);
+    free(p);
+    NO_TAIL_CALL();
+}
+
+static NOINLINE void churn(void) {
+    for (int i = 0; i < PAIRS; i++)
+        churn_site(i);
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    NO_TAIL_CALL();
+}
+
+// Resident memory the program holds to the end (reachable from a global).
+static char* held[2];
+static NOINLINE void grow(int k, size_t bytes) {
+    held[k] = malloc(bytes);
+    if (held[k])
+        for (size_t i = 0; i < bytes; i += 4096)
+            held[k][i] = 1;
+    NO_TAIL_CALL();
+}
+
+static NOINLINE void leak_three(void) {
+    for (int i = 0; i < 3; i++)
+        keep(malloc(48));
+    NO_TAIL_CALL();
+}
+
+int main(void) {
+    churn();
+    grow(0, 96 * (size_t)MIB);
+    churn();
+    grow(1, 320 * (size_t)MIB);
+    churn();
+    leak_three();
+    say("done\n");
+    scrub_stack();
+    return 0;
+}
