@@ -659,9 +659,14 @@ static inline int tail_still_same(const last_stack_t* last, uintptr_t rbp) {
 }
 
 // After a walk: which %rbp values its CFAs depend on, from the outermost frame in. Frames
-// [0, walked) were walked; the ones above came from another walk with their own flags, the
-// first of them needing %rbp when need_above, the outermost check among them at rbp_last.
-static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, int rbp_last) {
+// [0, walked) were walked; the ones above came from frames [j, ...) of the walk `tail` with their
+// own flags, the first of them needing %rbp when need_above, the outermost check among them at
+// rbp_last. The walked frames' checks are made from what they read; the copied frames' are
+// tail's own, moved to their new place (their words and values are the same), so a capture
+// that reuses the outer frames of a stack with a frame pointer near its root costs the frames
+// it walked, not the whole depth.
+static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, int rbp_last,
+                       const last_stack_t* tail, int j) {
     int need_next = need_above;
     for (int k = walked - 1; k >= 0; k--) {
         uint8_t kind = w->kinds[k];
@@ -679,7 +684,8 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
     }
     w->rbp_last = rbp_last;
     int c = 0;
-    for (int k = 0; k <= rbp_last && k < frames - 1; k++) {
+    int own = tail ? walked : frames - 1;
+    for (int k = 0; k <= rbp_last && k < own; k++) {
         // (The outermost frame with a check reads nothing that counts: rbps[k + 1] is there.)
         if (w->rreads[k]) {
             w->checks[c].addr = w->rreads[k];
@@ -689,6 +695,18 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
         if (w->creads[k]) {
             w->checks[c].addr = w->creads[k];
             w->checks[c].val = w->sps[k + 1];
+            w->checks[c++].frame = k;
+        }
+    }
+    if (tail) {
+        int i = tail->nchecks;
+        while (i > 0 && tail->checks[i - 1].frame >= j)
+            i--;
+        for (; i < tail->nchecks; i++) {
+            int k = tail->checks[i].frame - j + walked;
+            if (k >= frames - 1) // the outermost frame here (the walk was cut): nothing above
+                break;
+            w->checks[c] = tail->checks[i];
             w->checks[c++].frame = k;
         }
     }
@@ -760,13 +778,12 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
                 int upto = last->rbp_last < j + take ? last->rbp_last : j + take - 1;
                 size_t m = (size_t)(upto - j + 1);
                 memcpy(&out->rbps[n], &last->rbps[j], m * sizeof(uintptr_t));
-                memcpy(&out->rreads[n], &last->rreads[j], m * sizeof(uintptr_t));
-                memcpy(&out->creads[n], &last->creads[j], m * sizeof(uintptr_t));
                 memcpy(&out->needs[n], &last->needs[j], m);
                 above = n + (upto - j);
             }
             if (hl_unlikely(any_rbp || above >= 0))
-                settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above);
+                settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
+                           above >= 0 ? last : NULL, j);
             else
                 out->rbp_last = -1;
             out->is_complete = last->is_complete && take == last_n - j;
@@ -829,7 +846,7 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
         }
     }
     if (hl_unlikely(any_rbp))
-        settle_rbp(out, n, n, 0, -1);
+        settle_rbp(out, n, n, 0, -1, NULL, 0);
     else
         out->rbp_last = -1;
     return n;

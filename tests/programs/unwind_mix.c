@@ -208,12 +208,35 @@ NOINLINE static void from_two(int i) {
 // sizes: alias_f's alloca is made as large below alias_g1 as alias_g2's buffer is, so that its
 // stack pointer is the same under both, its %rbp 256 bytes apart. What alias_g1's call left on
 // the stack stays there under alias_g2 (its buffer is never written): only %rbp tells them apart.
+//
+// The same with a frame between that saves alias_f's %rbp in its own frame and puts another
+// value in the register (alias_mid): below it only that saved word tells the two stacks apart.
+// Its two callees come in turn, so each walk copies the outer frames of the other's from
+// alias_mid on, and with them the check of that word.
 static uintptr_t alias_at;
+static int alias_mode; // 0: alias_f loses the block itself; 1, 2: through alias_mid, either callee
+NOINLINE static void alias_lose_a(int tag) {
+    lose(24, tag);
+    NO_TAIL_CALL();
+}
+NOINLINE static void alias_lose_b(int tag) {
+    lose(32, tag);
+    NO_TAIL_CALL();
+}
+NOINLINE static void alias_mid(int tag, int k) {
+#if defined(__x86_64__)
+    __asm__ volatile("xor %%ebp, %%ebp" : : : "rbp");
+#endif
+    (k ? alias_lose_b : alias_lose_a)(tag);
+    NO_TAIL_CALL();
+}
 NOINLINE static void alias_f(size_t n, int tag) {
     char* a = alloca(n);
     keep(a);
     alias_at = (uintptr_t)a;
-    if (tag >= 0)
+    if (tag >= 0 && alias_mode)
+        alias_mid(tag, alias_mode - 1);
+    else if (tag >= 0)
         lose(24, tag);
     NO_TAIL_CALL();
 }
@@ -245,6 +268,12 @@ NOINLINE static void alias_pairs(void) {
     }
     for (int i = 0; i < 200; i++) // one call site: alias_g1 and alias_g2 in turn
         alias_p(i & 1 ? alias_g2 : alias_g1, i & 1 ? 0 : n1, i);
+    for (int t = 0; t < 400; t++) { // one call site: under each g, alias_mid's callees in turn
+        int i = t / 2;
+        alias_mode = 1 + (t & 1);
+        alias_p(i & 1 ? alias_g2 : alias_g1, i & 1 ? 0 : n1, 1000 + t);
+    }
+    alias_mode = 0;
 }
 
 int main(void) {
