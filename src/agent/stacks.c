@@ -21,12 +21,36 @@
 #define HL_TABLE_FIRST 12          // log2 of the first table's slots (16 KiB)
 #define HL_TABLE_LAST 26           // log2 of the largest: HL_STACK_NODES at 3/8 load
 
+// A node also tells which return addresses its children may have: a bit per child, picked by its
+// address, in the word that holds its depth. A frame whose bit is clear in its caller's node is
+// new, known without a probe: a stack never seen costs a probe of the table (a cache miss
+// waited for, in a table of millions of nodes) only where its frames stop being known, and
+// this says where without one, from a node the walk has just read. Bits are set under make_lock
+// before the child is published; a reader that finds one clear comes to make_lock, where it
+// looks again.
 typedef struct node_s {
     uintptr_t ip;
-    uint64_t path_hash; // hash of every ip from the root down to this one
-    uint32_t parent;    // 0: the outermost frame
-    uint32_t depth;     // frames from the root, this one included
+    uint64_t path_hash;      // hash of every ip from the root down to this one
+    uint32_t parent;         // 0: the outermost frame
+    _Atomic uint32_t shape;  // depth (frames from the root, this one included) | children bits
 } node_t;
+
+#define HL_DEPTH_BITS 9 // HL_MAX_DEPTH
+#define HL_DEPTH_MASK ((1u << HL_DEPTH_BITS) - 1)
+#define HL_CHILD_BITS (32 - HL_DEPTH_BITS)
+_Static_assert(HL_MAX_DEPTH <= HL_DEPTH_MASK, "a node's depth fits below its children bits");
+
+HL_INLINE uint32_t child_bit(uintptr_t ip) {
+    uint32_t mixed = (uint32_t)(((uint64_t)ip * 0x9E3779B97F4A7C15ull) >> 32);
+    return 1u << (HL_DEPTH_BITS + (uint32_t)(((uint64_t)mixed * HL_CHILD_BITS) >> 32));
+}
+HL_INLINE uint32_t node_depth(const node_t* nd) {
+    return atomic_load_explicit(&nd->shape, memory_order_relaxed) & HL_DEPTH_MASK;
+}
+// Could the node have a child at ip? (No: it has none.)
+HL_INLINE int may_have_child(const node_t* nd, uintptr_t ip) {
+    return (atomic_load_explicit(&nd->shape, memory_order_relaxed) & child_bit(ip)) != 0;
+}
 
 // The slots that find a node by its path hash: node ids, 0 = empty. Readers probe without a
 // lock; a node is added, and the table replaced by one twice as large once three quarters full,
@@ -93,6 +117,34 @@ static void place(table_t* t, uint32_t id, uint64_t h) {
     atomic_store_explicit(&t->slot[i], id | slot_tag(h), memory_order_release);
 }
 
+// A new node's slot is written at the next making of nodes, not at once: its cache line (a miss
+// in a table of millions of nodes) is requested when the node is made and has come by then, where
+// writing it at once waited for it, on every new frame of a stack never seen (a third of a run
+// of tree --recursive's 2M distinct paths). Until then the node is found by a reader only under
+// make_lock, which places every waiting one first: a reader that does not find a node takes the
+// lock and looks again before it makes one.
+#define HL_PENDING 64 // nodes made between two makings; more are placed as the list fills
+static struct {
+    uint32_t id;
+    uint64_t h;
+} pending[HL_PENDING];
+static int npending; // under make_lock
+
+static void pending_place(table_t* t) {
+    for (int i = 0; i < npending; i++)
+        place(t, pending[i].id, pending[i].h);
+    npending = 0;
+}
+
+static void place_later(table_t* t, uint32_t id, uint64_t h) {
+    if (npending == HL_PENDING)
+        pending_place(t);
+    __builtin_prefetch((const void*)&t->slot[(uint32_t)h & t->mask], 1);
+    pending[npending].id = id;
+    pending[npending++].h = h;
+}
+
+#define HL_GROW_AHEAD 16
 // Under make_lock: a table twice as large holding every node, published whole. The old one
 // is left to readers that may still be probing it (its pages are given back; a reader then
 // sees empty slots and comes to make_lock, where the new table answers).
@@ -103,8 +155,16 @@ static void grow(table_t* old, uint32_t count) {
     table_t* t = table_make(log2);
     if (!t)
         return;
-    for (uint32_t id = 1; id <= count; id++)
+    // The slots are at random places of a table larger than the cache: each is requested
+    // HL_GROW_AHEAD nodes before it is written, so the misses overlap.
+    for (uint32_t id = 1; id <= count; id++) {
+        if (id + HL_GROW_AHEAD <= count)
+            __builtin_prefetch(
+                (const void*)&t->slot[(uint32_t)node_at(id + HL_GROW_AHEAD)->path_hash & t->mask],
+                1);
         place(t, id, node_at(id)->path_hash);
+    }
+    npending = 0; // placed with the others
     atomic_store_explicit(&table, t, memory_order_release);
     os_discard(old, table_bytes((uint32_t)__builtin_ctz(old->mask + 1)));
 }
@@ -133,21 +193,33 @@ static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip
 static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
                                    const uintptr_t* ips, int k, uint32_t* node_of) {
     table_t* t = atomic_load_explicit(&table, memory_order_acquire);
-    uint32_t id = atomic_load_explicit(&next_id, memory_order_relaxed);
+    uint32_t first = atomic_load_explicit(&next_id, memory_order_relaxed), id = first;
     for (int j = k - 1; j >= 0; j--) {
-        id++;
-        // A table that could not grow is seven eighths full: stop there.
-        if (id > HL_STACK_NODES || (uint64_t)id * 8 > (uint64_t)(t->mask + 1) * 7)
-            return 0;
-        // The first chunk faults in as it fills (most programs need a part of it); a later one
-        // is made present in one call, not one fault per page.
-        if (!chunks[id >> HL_CHUNK_SHIFT] &&
-            !(chunks[id >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))
-            return 0;
+        // A table that could not grow is seven eighths full: stop there. The first chunk faults
+        // in as it fills (most programs need a part of it); a later one is made present in one
+        // call, not one fault per page.
+        uint32_t fresh = id + 1;
+        if (fresh > HL_STACK_NODES || (uint64_t)fresh * 8 > (uint64_t)(t->mask + 1) * 7 ||
+            (!chunks[fresh >> HL_CHUNK_SHIFT] &&
+             !(chunks[fresh >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))) {
+            parent = 0;
+            break;
+        }
+        id = fresh;
         h = path_mix(h, ips[j]);
-        *node_at(id) = (node_t){ips[j], h, parent, ++depth};
-        atomic_store_explicit(&next_id, id, memory_order_release);
-        place(t, id, h);
+        node_t* nd = node_at(id);
+        nd->ip = ips[j];
+        nd->path_hash = h;
+        nd->parent = parent;
+        atomic_store_explicit(&nd->shape, ++depth, memory_order_relaxed);
+        if (parent)
+            atomic_fetch_or_explicit(&node_at(parent)->shape, child_bit(ips[j]),
+                                     memory_order_relaxed);
+        // A slot placed makes its id known: next_id must not be behind it.
+        int places = npending == HL_PENDING || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3;
+        if (places)
+            atomic_store_explicit(&next_id, id, memory_order_release);
+        place_later(t, id, h);
         if ((uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
             grow(t, id);
             t = atomic_load_explicit(&table, memory_order_acquire);
@@ -156,6 +228,12 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
         if (node_of)
             node_of[j] = id;
     }
+    // Once for all of them (the writer reads it at every node it emits: a store per node took
+    // that line back from the writer's CPU each time). No reader learns these ids before this,
+    // unless a slot was placed meanwhile (then it was stored first): their slots are placed
+    // later, and the caller hands them out after it returns.
+    if (id != first)
+        atomic_store_explicit(&next_id, id, memory_order_release);
     return parent;
 }
 
@@ -165,6 +243,8 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
 static inline int follow_known(const table_t* t, uint32_t* base, uint64_t* h, uint32_t* depth,
                                const uintptr_t* ips, int j, uint32_t* node_of) {
     for (; j >= 0; j--, (*depth)++) {
+        if (*base && !may_have_child(node_at(*base), ips[j]))
+            break;
         uint64_t x = path_mix(*h, ips[j]);
         uint32_t id = node_find(t, *base, ips[j], x);
         if (!id)
@@ -198,6 +278,7 @@ static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const ui
     stacks_lock();
     // Another thread may have made some of them meanwhile; under the lock no one else makes any.
     t = atomic_load_explicit(&table, memory_order_acquire);
+    pending_place((table_t*)t);
     j = follow_known(t, &base, &h, &depth, ips, j, node_of);
     uint32_t id = j < 0 ? base : nodes_make(base, h, depth, ips, j + 1, node_of);
     stacks_unlock();
@@ -223,7 +304,7 @@ uint32_t stack_intern(const uintptr_t* ips, int n, uint32_t* node_of) {
             continue;
         uint32_t id = v & HL_ID_MASK;
         const node_t* nd = node_at(id);
-        if (nd->path_hash == h && nd->ip == ips[0] && nd->depth == (uint32_t)n) {
+        if (nd->path_hash == h && nd->ip == ips[0] && node_depth(nd) == (uint32_t)n) {
             // The callers' nodes are not looked for: walking up the parents is a cache miss
             // per frame, one after the other, for nodes a later walk seldom needs (it finds one
             // by its path when it does: 0 says unknown).
@@ -243,13 +324,14 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
     if (k <= 0)
         return base;
     const node_t* b = node_at(base);
-    if (hl_unlikely(b->depth + (uint32_t)k > HL_MAX_DEPTH))
+    uint32_t depth = node_depth(b);
+    if (hl_unlikely(depth + (uint32_t)k > HL_MAX_DEPTH))
         return 0; // walks stop at HL_MAX_DEPTH frames: not a stack this table holds
-    return intern_above(base, b->path_hash, b->depth, inner, k, node_of);
+    return intern_above(base, b->path_hash, depth, inner, k, node_of);
 }
 
 uint32_t stack_innermost(uint32_t id, int k) {
-    if (id == 0 || id > atomic_load(&next_id) || k <= 0 || node_at(id)->depth <= (uint32_t)k)
+    if (id == 0 || id > atomic_load(&next_id) || k <= 0 || node_depth(node_at(id)) <= (uint32_t)k)
         return id;
     uintptr_t ips[HL_MAX_DEPTH];
     int n = 0;
