@@ -98,7 +98,11 @@ HL_INLINE node_t* node_at(uint32_t id) {
     return &chunks[id >> HL_CHUNK_SHIFT][id & (HL_CHUNK_NODES - 1)];
 }
 
+// Once per process image: a new session (attach again) keeps the nodes and their ids (a trace
+// names the ones it uses as it goes), where a second table beside the old next_id made none.
 void stacks_init(void) {
+    if (atomic_load_explicit(&table, memory_order_acquire))
+        return;
     chunks[0] = os_map(HL_CHUNK_NODES * sizeof(node_t)); // ids from 1
     table_t* t = chunks[0] ? table_make(HL_TABLE_FIRST) : NULL;
     atomic_store_explicit(&table, t, memory_order_release);

@@ -138,9 +138,13 @@ for i in $(seq 1 20); do
         python3 -c "
 import json,sys
 j=json.load(open('$WORK/twenty/r$i.json'))
-sys.exit(0 if j['end']['how']=='detach' and j['trace_complete'] and j['calls']['malloc'] > 0 else 1)" && good=$((good + 1))
+# Every session names its blocks' stacks (the second used to have none: a second stacks table).
+named=[r for r in j['leak_records']
+       if any((f.get('file') or '').endswith('live_server.c') for f in r['stack'])]
+sys.exit(0 if j['end']['how']=='detach' and j['trace_complete'] and j['calls']['malloc'] > 0
+         and j['leak_records'] and len(named) == len(j['leak_records']) else 1)" && good=$((good + 1))
 done
-ok "20 attach/detach cycles on 8 allocating threads: each a complete trace" "$good of 20; $(cat "$WORK"/twenty/a*.err | head -3)" [ "$good" = 20 ]
+ok "20 attach/detach cycles on 8 allocating threads: each a complete trace, every record with its stack" "$good of 20; $(cat "$WORK"/twenty/a*.err | head -3)" [ "$good" = 20 ]
 ok "20 cycles: the same threads and descriptors after" "$threads_before / $(grep Threads "/proc/$PID/status"); $fds_before / $(fds "$PID")" \
     bash -c "[ '$threads_before' = '$(grep Threads "/proc/$PID/status")' ] && [ '$fds_before' = '$(fds "$PID")' ]"
 ok "20 cycles: the server ends as it would alone" "" stop twenty
