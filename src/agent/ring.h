@@ -85,14 +85,6 @@ HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a 
 // be dropped: gcc emits one for __builtin_prefetch(p, 1) unless told the CPU has PREFETCHW,
 // which every x86-64 CPU decodes: older ones as a no-op.)
 #define HL_RING_AHEAD 16 // events: 6 lines ahead, a microsecond of a busy program's calls
-HL_INLINE void ring_prefetch_own(const void* p) {
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("prefetchw %0" : : "m"(*(const char*)p));
-#else
-    __builtin_prefetch(p, 1);
-#endif
-}
-
 HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (hl_unlikely(h - r->tail_cache >= HL_RING_EVENTS)) {
@@ -100,7 +92,7 @@ HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
         if (h - r->tail_cache >= HL_RING_EVENTS)
             ring_wait_space(r);
     }
-    ring_prefetch_own(&r->events[(h + HL_RING_AHEAD) & (HL_RING_EVENTS - 1)]);
+    hl_prefetch_own(&r->events[(h + HL_RING_AHEAD) & (HL_RING_EVENTS - 1)]);
     return &r->events[h & (HL_RING_EVENTS - 1)];
 }
 

@@ -143,7 +143,7 @@ static void pending_place(table_t* t) {
 static void place_later(table_t* t, uint32_t id, uint64_t h) {
     if (npending == HL_PENDING)
         pending_place(t);
-    __builtin_prefetch((const void*)&t->slot[(uint32_t)h & t->mask], 1);
+    hl_prefetch_own(&t->slot[(uint32_t)h & t->mask]);
     pending[npending].id = id;
     pending[npending++].h = h;
 }
@@ -163,9 +163,7 @@ static void grow(table_t* old, uint32_t count) {
     // HL_GROW_AHEAD nodes before it is written, so the misses overlap.
     for (uint32_t id = 1; id <= count; id++) {
         if (id + HL_GROW_AHEAD <= count)
-            __builtin_prefetch(
-                (const void*)&t->slot[(uint32_t)node_at(id + HL_GROW_AHEAD)->path_hash & t->mask],
-                1);
+            hl_prefetch_own(&t->slot[(uint32_t)node_at(id + HL_GROW_AHEAD)->path_hash & t->mask]);
         place(t, id, node_at(id)->path_hash);
     }
     npending = 0; // placed with the others
@@ -216,9 +214,13 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
         nd->path_hash = h;
         nd->parent = parent;
         atomic_store_explicit(&nd->shape, ++depth, memory_order_relaxed);
-        if (parent)
-            atomic_fetch_or_explicit(&node_at(parent)->shape, child_bit(ips[j]),
-                                     memory_order_relaxed);
+        if (parent) { // only make_lock's holder changes a node's shape: no locked instruction
+            _Atomic uint32_t* shape = &node_at(parent)->shape;
+            atomic_store_explicit(shape,
+                                  atomic_load_explicit(shape, memory_order_relaxed) |
+                                      child_bit(ips[j]),
+                                  memory_order_relaxed);
+        }
         // A slot placed makes its id known: next_id must not be behind it.
         int places = npending == HL_PENDING || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3;
         if (places)
@@ -274,7 +276,7 @@ static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const ui
     uint64_t x = h;
     for (int j = k - 1; j >= 0; j--) {
         x = path_mix(x, ips[j]);
-        __builtin_prefetch((const void*)&t->slot[(uint32_t)x & t->mask], 1);
+        hl_prefetch_own(&t->slot[(uint32_t)x & t->mask]);
     }
     int j = follow_known(t, &base, &h, &depth, ips, k - 1, node_of);
     if (j < 0)
