@@ -77,7 +77,7 @@ HL_INLINE uint32_t slot_tag(uint64_t h) {
 static _Atomic(table_t*) table;
 // Node id's chunk; a chunk is stored (under make_lock) before any id in it is published, and
 // readers learn an id from a slot they load with acquire.
-static node_t* chunks[HL_CHUNKS];
+static _Atomic(node_t*) chunks[HL_CHUNKS];
 static _Atomic uint32_t next_id;
 static _Atomic int make_lock;
 
@@ -95,7 +95,8 @@ static table_t* table_make(uint32_t log2_slots) {
 }
 
 HL_INLINE node_t* node_at(uint32_t id) {
-    return &chunks[id >> HL_CHUNK_SHIFT][id & (HL_CHUNK_NODES - 1)];
+    return &atomic_load_explicit(&chunks[id >> HL_CHUNK_SHIFT],
+                                 memory_order_relaxed)[id & (HL_CHUNK_NODES - 1)];
 }
 
 // Once per process image: a new session (attach again) keeps the nodes and their ids (a trace
@@ -103,8 +104,9 @@ HL_INLINE node_t* node_at(uint32_t id) {
 void stacks_init(void) {
     if (atomic_load_explicit(&table, memory_order_acquire))
         return;
-    chunks[0] = os_map(HL_CHUNK_NODES * sizeof(node_t)); // ids from 1
-    table_t* t = chunks[0] ? table_make(HL_TABLE_FIRST) : NULL;
+    node_t* first = os_map(HL_CHUNK_NODES * sizeof(node_t)); // ids from 1
+    atomic_store_explicit(&chunks[0], first, memory_order_release);
+    table_t* t = first ? table_make(HL_TABLE_FIRST) : NULL;
     atomic_store_explicit(&table, t, memory_order_release);
 }
 
@@ -148,6 +150,25 @@ static void place_later(table_t* t, uint32_t id, uint64_t h) {
     pending[npending++].h = h;
 }
 
+// The writer thread makes the next chunk of nodes present once the current one is half used
+// (stacks_prepare): the kernel clearing its 1.5 MiB page by page was a tenth of the time of a
+// program whose every stack is new, on the thread that was making its nodes. (A larger table
+// made ready the same way cost more than it saved: twice the largest table's memory, made
+// before a growth that may never come.)
+static _Atomic uint32_t chunk_wanted; // the index of a chunk to make (0: none)
+
+void stacks_prepare(void) {
+    uint32_t c = atomic_load_explicit(&chunk_wanted, memory_order_relaxed);
+    if (c && c < HL_CHUNKS && !atomic_load_explicit(&chunks[c], memory_order_acquire)) {
+        node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
+        node_t* none = NULL;
+        if (fresh && !atomic_compare_exchange_strong_explicit(&chunks[c], &none, fresh,
+                                                              memory_order_acq_rel,
+                                                              memory_order_acquire))
+            os_unmap(fresh, HL_CHUNK_NODES * sizeof(node_t)); // made meanwhile by its user
+    }
+}
+
 #define HL_GROW_AHEAD 16
 // Under make_lock: a table twice as large holding every node, published whole. The old one
 // is left to readers that may still be probing it (its pages are given back; a reader then
@@ -187,6 +208,22 @@ static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip
     return 0;
 }
 
+// Under make_lock: chunk c is there, made now if the writer has not made it yet (the first
+// faults in as it fills: most programs need a part of it; a later one is made present in one
+// call, not one fault per page).
+static int chunk_ready(uint32_t c) {
+    if (hl_likely(atomic_load_explicit(&chunks[c], memory_order_acquire) != NULL))
+        return 1;
+    node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
+    node_t* none = NULL;
+    if (!fresh)
+        return 0;
+    if (!atomic_compare_exchange_strong_explicit(&chunks[c], &none, fresh, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        os_unmap(fresh, HL_CHUNK_NODES * sizeof(node_t)); // the writer's came first
+    return 1;
+}
+
 // Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, whose path
 // hash is h, none of which can exist yet (their outermost is not in the table, and a node's
 // children are made after it). Ids are consecutive, so the nodes are written in order and the
@@ -197,17 +234,17 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
     table_t* t = atomic_load_explicit(&table, memory_order_acquire);
     uint32_t first = atomic_load_explicit(&next_id, memory_order_relaxed), id = first;
     for (int j = k - 1; j >= 0; j--) {
-        // A table that could not grow is seven eighths full: stop there. The first chunk faults
-        // in as it fills (most programs need a part of it); a later one is made present in one
-        // call, not one fault per page.
+        // A table that could not grow is seven eighths full: stop there.
         uint32_t fresh = id + 1;
         if (fresh > HL_STACK_NODES || (uint64_t)fresh * 8 > (uint64_t)(t->mask + 1) * 7 ||
-            (!chunks[fresh >> HL_CHUNK_SHIFT] &&
-             !(chunks[fresh >> HL_CHUNK_SHIFT] = os_map_dense(HL_CHUNK_NODES * sizeof(node_t))))) {
+            !chunk_ready(fresh >> HL_CHUNK_SHIFT)) {
             parent = 0;
             break;
         }
         id = fresh;
+        if ((id & (HL_CHUNK_NODES - 1)) == HL_CHUNK_NODES / 2)
+            atomic_store_explicit(&chunk_wanted, (id >> HL_CHUNK_SHIFT) + 1, memory_order_relaxed);
+
         h = path_mix(h, ips[j]);
         node_t* nd = node_at(id);
         nd->ip = ips[j];
