@@ -4,9 +4,9 @@
 // per trace, not once per chunk. Writer thread only (or under the writer lock).
 #define _GNU_SOURCE
 #include <string.h>
-#include <sys/resource.h>
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "../common/checksum.h"
 #include "chunk.h"
@@ -15,10 +15,13 @@
 
 // The long window grows with the program: its buffer fills as the trace passes through it and
 // stays resident, so a fixed 8 MiB was a quarter more memory for a program of 32 MiB (sqlite3
-// inserting rows) and twice that of a small one. It is the program's peak RSS over
+// inserting rows) and twice that of a small one. It is the largest RSS the writer has sampled
+// (chunk_note_rss: this image's own, where the kernel's peak would be a forking parent's) over
 // HL_WINDOW_RSS_SHARE, between 1 MiB (the traces of the bench's programs are at most 7% larger
 // than with 8) and 8 MiB (a loop whose records fill a few MiB still finds its previous round).
-// A larger one starts a new frame at a chunk's end; a window never shrinks.
+// A larger one starts a new frame at a chunk's end; a window never shrinks. When zstd cannot
+// have the memory for a larger one, the new frame takes the window before it and the window
+// grows no more (the trace goes on: a process near RLIMIT_AS must not lose it to a window).
 #define HL_ZSTD_WINDOW_LOG_MIN 20
 #define HL_ZSTD_WINDOW_LOG_MAX 23
 #define HL_WINDOW_RSS_SHARE 32 // about 3% of the program's memory
@@ -35,10 +38,14 @@ static ZSTD_CCtx* cctx;
 static int has_failed;
 static uint8_t* out_buf; // the open chunk: header, then its compressed bytes so far
 static size_t out_cap;
-static size_t out_len;          // compressed bytes of the open chunk
-static size_t chunk_raw;        // raw bytes fed into it
-static int is_long_frame;       // the stream is past its small first frame
-static int window_log;          // of the frame being written
+static size_t out_len;    // compressed bytes of the open chunk
+static size_t chunk_raw;  // raw bytes fed into it
+static int is_long_frame; // the stream is past its small first frame
+static int window_log;    // of the frame being written
+static uint64_t rss_peak; // bytes: the largest RSS noted (chunk_note_rss)
+static int window_fixed;  // a larger window could not be had: frames stay as they are
+static int fallback_is_long, fallback_log; // the frame before a larger one, while it may fail
+static int may_fall_back;       // the frame just set is larger, and no byte went into it yet
 static size_t frame_raw;        // raw bytes fed into the small first frame
 static hl_checksum_t chunk_sum; // of those bytes
 
@@ -116,14 +123,16 @@ static int fail_stream(void) {
     return -1;
 }
 
-// The long window the program's peak RSS allows (HL_WINDOW_RSS_SHARE).
+void chunk_note_rss(uint64_t bytes) {
+    if (bytes > rss_peak)
+        rss_peak = bytes;
+}
+
+// The long window the program's largest RSS allows (HL_WINDOW_RSS_SHARE).
 static int window_log_for_rss(void) {
-    struct rusage ru;
     int log = HL_ZSTD_WINDOW_LOG_MIN;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        return log;
-    uint64_t allowed = (uint64_t)ru.ru_maxrss * 1024 / HL_WINDOW_RSS_SHARE;
-    while (log < HL_ZSTD_WINDOW_LOG_MAX && ((uint64_t)1 << (log + 1)) <= allowed)
+    while (log < HL_ZSTD_WINDOW_LOG_MAX &&
+           ((uint64_t)1 << (log + 1)) <= rss_peak / HL_WINDOW_RSS_SHARE)
         log++;
     return log;
 }
@@ -171,6 +180,19 @@ static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
         ZSTD_outBuffer out = {out_buf + HL_CHUNK_HEADER_SIZE, out_cap - HL_CHUNK_HEADER_SIZE,
                               out_len};
         size_t left = ZSTD_compressStream2(cctx, &out, &in, mode);
+        if (ZSTD_isError(left) && may_fall_back && in.pos == 0 && out.pos == out_len &&
+            ZSTD_getErrorCode(left) == ZSTD_error_memory_allocation) {
+            // The frame's workspace could not be made: nothing went in; the frame starts again
+            // with the window before it.
+            ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+            set_frame_params(fallback_is_long, fallback_log);
+            window_fixed = 1;
+            may_fall_back = 0;
+            hl_log("no memory for a larger trace window: it stays at %u KiB",
+                   1u << (window_log - 10));
+            continue;
+        }
+        may_fall_back = 0;
         out_len = out.pos;
         if (ZSTD_isError(left))
             return fail_stream();
@@ -203,14 +225,22 @@ int chunk_end(const uint8_t** out, size_t* len) {
         return 0;
     // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW; a long
     // one when the program has grown enough for a larger window.
-    int next_log = window_log;
-    if (!is_long_frame ? frame_raw >= HL_SMALL_FRAME_RAW : window_log < HL_ZSTD_WINDOW_LOG_MAX)
+    int next_log = window_log, ends_frame = 0;
+    if (!window_fixed && !is_long_frame && frame_raw >= HL_SMALL_FRAME_RAW) {
         next_log = window_log_for_rss();
-    int ends_frame = !is_long_frame ? frame_raw >= HL_SMALL_FRAME_RAW : next_log > window_log;
+        ends_frame = 1;
+    } else if (!window_fixed && is_long_frame && window_log < HL_ZSTD_WINDOW_LOG_MAX) {
+        next_log = window_log_for_rss();
+        ends_frame = next_log > window_log;
+    }
     if (stream(NULL, 0, ends_frame ? ZSTD_e_end : ZSTD_e_flush) != 0)
         return -1;
-    if (ends_frame)
-        set_frame_params(1, next_log); // the frame is over: parameters apply from the next one
+    if (ends_frame) { // the frame is over: parameters apply from the next one
+        fallback_is_long = is_long_frame;
+        fallback_log = window_log;
+        set_frame_params(1, next_log);
+        may_fall_back = 1;
+    }
 
     put_u32(out_buf, HL_CHUNK_MAGIC);
     put_u32(out_buf + 4, (uint32_t)out_len);
@@ -226,9 +256,13 @@ int chunk_end(const uint8_t** out, size_t* len) {
 void chunk_restart_stream(void) {
     if (cctx) {
         ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
-        set_frame_params(
-            0, HL_ZSTD_SMALL_WINDOW_LOG); // a new trace (a fork child's) starts small again
+        // A new trace (a fork child's) starts small again, sized by the child's own memory
+        // from its first sample on.
+        set_frame_params(0, HL_ZSTD_SMALL_WINDOW_LOG);
     }
+    rss_peak = 0;
+    window_fixed = 0;
+    may_fall_back = 0;
     out_len = 0;
     chunk_raw = 0;
     has_failed = 0;

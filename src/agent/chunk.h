@@ -17,6 +17,9 @@ int chunk_feed(const uint8_t* raw, size_t len);
 // Closes the open chunk: *out and *len are its framed bytes (header and payload), valid until
 // the next call; *len is 0 when nothing was fed. 0, or -1 when compression failed.
 int chunk_end(const uint8_t** out, size_t* len);
+// The program's resident memory as the writer sampled it, in bytes: the trace's window grows
+// with the largest.
+void chunk_note_rss(uint64_t bytes);
 // A new trace begins (a fork child's, or one in a new sink): the stream starts over, and a
 // chunk left open is dropped.
 void chunk_restart_stream(void);

@@ -75,7 +75,8 @@ HL_INLINE uint32_t slot_tag(uint64_t h) {
 }
 
 static _Atomic(table_t*) table;
-// Node id's chunk; a chunk is stored (under make_lock) before any id in it is published, and
+// Node id's chunk; a chunk is stored (by the node maker under make_lock, or ahead of need by the
+// writer: stacks_prepare, a compare-and-swap deciding) before any id in it is published, and
 // readers learn an id from a slot they load with acquire.
 static _Atomic(node_t*) chunks[HL_CHUNKS];
 static _Atomic uint32_t next_id;
@@ -313,7 +314,7 @@ static uint32_t intern_above(uint32_t base, uint64_t h, uint32_t depth, const ui
     uint64_t x = h;
     for (int j = k - 1; j >= 0; j--) {
         x = path_mix(x, ips[j]);
-        hl_prefetch_own(&t->slot[(uint32_t)x & t->mask]);
+        __builtin_prefetch(&t->slot[(uint32_t)x & t->mask]); // read: it may only be read
     }
     int j = follow_known(t, &base, &h, &depth, ips, k - 1, node_of);
     if (j < 0)

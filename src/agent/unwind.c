@@ -463,6 +463,8 @@ typedef struct last_stack_s {
     // register (libstdc++ built without frame pointers) holds data there, which changes.
     int rbp_last;                   // the outermost frame with anything below to check (-1: none)
     uintptr_t rbps[HL_MAX_DEPTH];   // rbps[k]: %rbp in frame k
+    // rreads and creads hold something only for the frames a walk walked itself (checks has
+    // what counts of them); for frames copied from an earlier walk they are left as they were.
     uintptr_t rreads[HL_MAX_DEPTH]; // rreads[k]: where frame k read rbps[k + 1], when a later
                                     // CFA needs it (0: no such read)
     uintptr_t creads[HL_MAX_DEPTH]; // creads[k]: where sps[k + 1] (the CFA) was read (0: not)

@@ -15,9 +15,11 @@
 //                 |            |                |             | bytes (below)  |            |
 //                 +------------+----------------+-------------+----------------+------------+
 //
-// The chunks of one file are the consecutive flushed parts of ONE zstd stream (one frame, ended
-// when the trace is closed; a trace cut short has no frame end): each chunk decompresses to
-// exactly raw_len bytes with the same decompression context, given every chunk before it. This
+// The chunks of one file are the consecutive flushed parts of ONE zstd stream: a few frames one
+// after the other (each larger window the writer takes starts a new one at a chunk's start; the
+// last frame ends when the trace is closed, and a trace cut short has no frame end). Each chunk
+// decompresses to exactly raw_len bytes with the same decompression context, given every chunk
+// before it. This
 // is what lets zstd find a program's repeating patterns across chunks (a loop of 500 KiB of
 // records costs a few bytes the second time), and why a damaged chunk ends the readable trace.
 // The checksum is hl_checksum32 (src/common/checksum.h) of the chunk's decompressed bytes.

@@ -6,6 +6,8 @@
 // a pause of 300 ms in which the writer catches up and ends a chunk; before the second phase the
 // program holds 96 MiB, before the third 416 MiB, all touched. Leaks 3 blocks of 48 bytes.
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common.h"
@@ -39,17 +41,42 @@ static NOINLINE void grow(int k, size_t bytes) {
     NO_TAIL_CALL();
 }
 
+// `trace_window tight`, run under a limit of address space (ulimit -v): before the third phase
+// the program takes what address space is left and gives 4 MiB back, less than the 8 MiB window
+// its memory calls for needs. The trace must go on, in the window it had.
+#define FILL_MAPS_MAX 16384 // 16 GiB: far beyond any limit the test sets
+static int fill_address_space(void) {
+    void* last[4] = {0};
+    int n = 0;
+    while (n < FILL_MAPS_MAX) {
+        void* p = mmap(NULL, MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            break;
+        last[n++ % 4] = p;
+    }
+    if (n == FILL_MAPS_MAX || n < 4)
+        return -1;
+    for (int k = 0; k < 4; k++)
+        munmap(last[k], MIB);
+    return 0;
+}
+
 static NOINLINE void leak_three(void) {
     for (int i = 0; i < 3; i++)
         keep(malloc(48));
     NO_TAIL_CALL();
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+    int tight = argc > 1 && strcmp(argv[1], "tight") == 0;
     churn();
     grow(0, 96 * (size_t)MIB);
     churn();
     grow(1, 320 * (size_t)MIB);
+    if (tight && fill_address_space() != 0) {
+        say("no limit of address space to fill\n");
+        return 2;
+    }
     churn();
     leak_three();
     say("done\n");
