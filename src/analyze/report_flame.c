@@ -200,6 +200,10 @@ static void svg_walk(svg_t* g, int node, double x) {
     double w = (double)f->total * g->scale;
     if (w < 0.1)
         return;
+    // A frame is never wider than the whole graph, even in a trace whose sizes wrapped the
+    // root's total around (a damaged one): its label's length is an int.
+    if (w > SVG_WIDTH - 2 * SVG_PAD)
+        w = SVG_WIDTH - 2 * SVG_PAD;
     double y = g->height - SVG_PAD - (f->depth + 1) * SVG_FRAME;
     uint32_t h = name_hash(f->name);
     int r = 205 + (int)(h % 50), gr = (int)((h >> 8) % 230), b = (int)((h >> 16) % 55);

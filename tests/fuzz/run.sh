@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The trace fuzzer (fuzz_trace.c, under ASan+UBSan) for SECONDS, from a seed corpus of real
-# traces: a few test programs run under heaplens, each trace as its file and as its records.
+# traces: a few test programs run under heaplens, each trace as its file and as its records,
+# and the inputs of tests/fuzz/regress (each one a finding of an earlier run, fixed since).
 # No crash, leak, undefined behaviour, JSON output that is not JSON, hang (10 s on one input) or
 # RSS above 1 GiB: "1 passed"; else the finding's kind, its reproducer and the sanitizer's
 # summary: "1 failed". The corpus grows in BUILD/fuzz from run to run.
@@ -57,7 +58,8 @@ log="$F/last-run.log"
 start=$(date +%s)
 HEAPLENS_FUZZ_SYSROOT="$SYSROOT" "$F/fuzz_trace" -max_total_time="$SECS" -timeout=10 \
     -rss_limit_mb=1024 -max_len=$MAX_LEN -dict="$ROOT/tests/fuzz/trace.dict" -close_fd_mask=3 \
-    -artifact_prefix="$FOUND/" -print_final_stats=1 "$CORPUS" "$SEEDS" >"$log" 2>&1
+    -artifact_prefix="$FOUND/" -print_final_stats=1 "$CORPUS" "$SEEDS" "$ROOT/tests/fuzz/regress" \
+    >"$log" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))
 execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')
