@@ -46,7 +46,7 @@ static uint64_t rss_peak; // bytes: the largest RSS noted (chunk_note_rss)
 static int window_fixed;  // a larger window could not be had: frames stay as they are
 static int fallback_is_long, fallback_log; // the frame before a larger one, while it may fail
 static int may_fall_back;       // the frame just set is larger, and no byte went into it yet
-static size_t frame_raw;        // raw bytes fed into the small first frame
+static size_t frame_raw;        // raw bytes fed into the frame being written
 static hl_checksum_t chunk_sum; // of those bytes
 
 // zstd 1.5 lays its compression workspace out as its objects, the match tables and the

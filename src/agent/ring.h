@@ -80,10 +80,9 @@ HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a 
 // The writer read a slot's line on the ring's last lap, on its own CPU: the producer's store to
 // it must first take the line back from there (hundreds of cycles when the two CPUs are far
 // apart), and while it waits every later store waits behind it, down to the pushes of the next
-// call. So the line a few slots on is asked for, for writing, ahead of its store. (A read
-// prefetch would bring the line shared, and the store would still wait for the writer's copy to
-// be dropped: gcc emits one for __builtin_prefetch(p, 1) unless told the CPU has PREFETCHW,
-// which every x86-64 CPU decodes: older ones as a no-op.)
+// call. So the line a few slots on is asked for, for writing, ahead of its store
+// (hl_prefetch_own: a read prefetch would bring the line shared, and the store would still wait
+// for the writer's copy to be dropped).
 #define HL_RING_AHEAD 16 // events: 6 lines ahead, a microsecond of a busy program's calls
 HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);

@@ -151,6 +151,23 @@ static void place_later(table_t* t, uint32_t id, uint64_t h) {
     pending[npending++].h = h;
 }
 
+// Chunk c is there, made now if it was not yet: by the thread about to make its nodes (under
+// make_lock), or ahead of need by the writer (stacks_prepare), a compare-and-swap deciding
+// between the two. The first faults in as it fills (most programs need a part of it); a later
+// one is made present in one call, not one fault per page.
+static int chunk_ready(uint32_t c) {
+    if (hl_likely(atomic_load_explicit(&chunks[c], memory_order_acquire) != NULL))
+        return 1;
+    node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
+    node_t* none = NULL;
+    if (!fresh)
+        return 0;
+    if (!atomic_compare_exchange_strong_explicit(&chunks[c], &none, fresh, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        os_unmap(fresh, HL_CHUNK_NODES * sizeof(node_t)); // the other one's came first
+    return 1;
+}
+
 // The writer thread makes the next chunk of nodes present once the current one is half used
 // (stacks_prepare): the kernel clearing its 1.5 MiB page by page was a tenth of the time of a
 // program whose every stack is new, on the thread that was making its nodes. (A larger table
@@ -160,14 +177,8 @@ static _Atomic uint32_t chunk_wanted; // the index of a chunk to make (0: none)
 
 void stacks_prepare(void) {
     uint32_t c = atomic_load_explicit(&chunk_wanted, memory_order_relaxed);
-    if (c && c < HL_CHUNKS && !atomic_load_explicit(&chunks[c], memory_order_acquire)) {
-        node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
-        node_t* none = NULL;
-        if (fresh && !atomic_compare_exchange_strong_explicit(&chunks[c], &none, fresh,
-                                                              memory_order_acq_rel,
-                                                              memory_order_acquire))
-            os_unmap(fresh, HL_CHUNK_NODES * sizeof(node_t)); // made meanwhile by its user
-    }
+    if (c && c < HL_CHUNKS)
+        chunk_ready(c);
 }
 
 #define HL_GROW_AHEAD 16
@@ -209,22 +220,6 @@ static inline uint32_t node_find(const table_t* t, uint32_t parent, uintptr_t ip
     return 0;
 }
 
-// Under make_lock: chunk c is there, made now if the writer has not made it yet (the first
-// faults in as it fills: most programs need a part of it; a later one is made present in one
-// call, not one fault per page).
-static int chunk_ready(uint32_t c) {
-    if (hl_likely(atomic_load_explicit(&chunks[c], memory_order_acquire) != NULL))
-        return 1;
-    node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
-    node_t* none = NULL;
-    if (!fresh)
-        return 0;
-    if (!atomic_compare_exchange_strong_explicit(&chunks[c], &none, fresh, memory_order_acq_rel,
-                                                 memory_order_acquire))
-        os_unmap(fresh, HL_CHUNK_NODES * sizeof(node_t)); // the writer's came first
-    return 1;
-}
-
 // Under make_lock: frames [0, k) of ips (innermost first) as new nodes below parent, whose path
 // hash is h, none of which can exist yet (their outermost is not in the table, and a node's
 // children are made after it). Ids are consecutive, so the nodes are written in order and the
@@ -260,11 +255,11 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
                                   memory_order_relaxed);
         }
         // A slot placed makes its id known: next_id must not be behind it.
-        int places = npending == HL_PENDING || (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3;
-        if (places)
+        int grows = (uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3;
+        if (grows || npending == HL_PENDING)
             atomic_store_explicit(&next_id, id, memory_order_release);
         place_later(t, id, h);
-        if ((uint64_t)id * 4 > (uint64_t)(t->mask + 1) * 3) {
+        if (grows) {
             grow(t, id);
             t = atomic_load_explicit(&table, memory_order_acquire);
         }

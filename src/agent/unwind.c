@@ -786,8 +786,6 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
             if (hl_unlikely(any_rbp || above >= 0))
                 settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
                            above >= 0 ? last : NULL, j);
-            else
-                out->rbp_last = -1;
             out->is_complete = last->is_complete && take == last_n - j;
             out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
             out->reused_from = j;
@@ -849,29 +847,19 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     }
     if (hl_unlikely(any_rbp))
         settle_rbp(out, n, n, 0, -1, NULL, 0);
-    else
-        out->rbp_last = -1;
     return n;
 }
 
-// The walk a fresh one reused its outer frames from, and from which of its frames.
-typedef struct reuse_s {
-    uint32_t id; // that walk's stack
-    int up;      // its frames skipped: the reused ones' node is `up` callers above id
-} reuse_t;
-static inline reuse_t reused_from_walk(const last_stack_t* last, const last_stack_t* fresh) {
-    return (reuse_t){last->id, fresh->reused_from};
-}
-
-// The node `up` callers above id, following parents (a few: the innermost frames that changed);
-// 0 when not known. Its nodes were made or found lately, so they are likely in the cache, where a
-// probe by path is a hash of every frame and a miss in a table of all of them.
+// The node `up` callers above the stack id (a walk's frames were reused from frame `up` of the
+// walk whose stack is id), following parents (a few: the innermost frames that changed); 0 when
+// not known. Its nodes were made or found lately, so they are likely in the cache, where a probe
+// by path is a hash of every frame and a miss in a table of all of them.
 #define HL_CALLER_HOPS 4
-static uint32_t caller_node(reuse_t r) {
-    if (!r.id || r.up > HL_CALLER_HOPS)
+static uint32_t caller_node(uint32_t id, int up) {
+    if (!id || up > HL_CALLER_HOPS)
         return 0;
-    uint32_t at = r.id;
-    for (int k = 0; k < r.up; k++) {
+    uint32_t at = id;
+    for (int k = 0; k < up; k++) {
         uintptr_t ip;
         uint32_t parent;
         if (stack_node(at, &ip, &parent) != 0 || !parent)
@@ -962,7 +950,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
         // The outer frames are the previous stack's: start from its node for them.
         uint32_t base = fresh->nodes[fresh->reused_at];
         if (!base) // not known (the stack it came from was found whole): its callers from its id
-            base = fresh->nodes[fresh->reused_at] = caller_node(reused_from_walk(last, fresh));
+            base = fresh->nodes[fresh->reused_at] = caller_node(last->id, fresh->reused_from);
         if (!base) // or one probe by its path
             base = fresh->nodes[fresh->reused_at] =
                 stack_intern(fresh->ips + fresh->reused_at, n - fresh->reused_at, NULL);

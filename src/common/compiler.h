@@ -16,7 +16,8 @@
 #define HL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 // Requests the cache line of p for writing (ownership, not a shared copy). gcc's
-// __builtin_prefetch(p, 1) is a read prefetch on x86-64 unless built with -mprfchw.
+// __builtin_prefetch(p, 1) is a read prefetch on x86-64 unless built with -mprfchw; PREFETCHW
+// is decoded by every x86-64 CPU (as a no-op by older ones).
 HL_INLINE void hl_prefetch_own(const void* p) {
 #if defined(__x86_64__) || defined(__i386__)
     __asm__ volatile("prefetchw %0" : : "m"(*(const char*)p));
