@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# zstd_windows.py TRACE - the window size of every zstd frame in a heaplens trace, in order, one
-# per line (bytes). A trace is a 16-byte file header, then chunks: a 16-byte header (magic
+# zstd_windows.py TRACE [grow|tight] - the window size of every zstd frame in a heaplens trace,
+# in order, one per line (bytes); with grow or tight, on one line, and whether they follow the
+# writer's rule for tests/programs/trace_window (status 1 and the reason when not). A trace is a 16-byte file header, then chunks: a 16-byte header (magic
 # "HLCK", compressed size, raw size, checksum; src/common/format.h) and a piece of one zstd
 # stream. A frame starts at the start of a chunk's piece; its header gives the window.
 import struct
@@ -33,6 +34,35 @@ def windows(data):
     return out
 
 
+LONG = {1 << 20, 2 << 20, 4 << 20, 8 << 20}  # the writer's long windows
+
+
+def check(w, kind):
+    """'' when the windows w follow the writer's rule for a program that grows to 416 MiB
+    (kind 'grow': each larger than the one before, ending at 8 MiB) or that has no room for the
+    larger window at the end (kind 'tight': the last frame takes the window before it again);
+    else what is wrong. Which sizes come between depends on when chunks end: the writer's time."""
+    if len(w) < 3 or w[0] != 128 << 10:
+        return "expected a 128 KiB first frame and two long ones at least"
+    long = w[1:]
+    if any(x not in LONG for x in long):
+        return "a long window that is not 1, 2, 4 or 8 MiB"
+    if long[0] > 2 << 20:
+        return "the first long window is larger than a 96 MiB program calls for"
+    if kind == "grow":
+        if any(b <= a for a, b in zip(long, long[1:])) or long[-1] != 8 << 20:
+            return "expected larger windows one after the other, up to 8 MiB"
+    else:
+        if any(b < a for a, b in zip(long, long[1:])) or long[-1] != long[-2] or long[-1] == 8 << 20:
+            return "expected the last frame to keep the window before it, below 8 MiB"
+    return ""
+
+
 if __name__ == "__main__":
-    for w in windows(open(sys.argv[1], "rb").read()):
+    ws = windows(open(sys.argv[1], "rb").read())
+    if len(sys.argv) > 2:
+        why = check(ws, sys.argv[2])
+        print(" ".join(str(x) for x in ws) + (": " + why if why else ""))
+        sys.exit(1 if why else 0)
+    for w in ws:
         print(w)

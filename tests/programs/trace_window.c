@@ -31,19 +31,11 @@ static NOINLINE void churn(void) {
     NO_TAIL_CALL();
 }
 
-// Resident memory the program holds to the end (reachable from a global).
-static char* held[2];
-static NOINLINE void grow(int k, size_t bytes) {
-    held[k] = malloc(bytes);
-    if (held[k])
-        for (size_t i = 0; i < bytes; i += 4096)
-            held[k][i] = 1;
-    NO_TAIL_CALL();
-}
-
 // `trace_window tight`, run under a limit of address space (ulimit -v): before the third phase
 // the program takes what address space is left and gives 4 MiB back, less than the 8 MiB window
-// its memory calls for needs. The trace must go on, in the window it had.
+// its memory calls for needs. The trace must go on, in the window it had. The space is taken
+// before the 320 MiB are touched: until then the program is small, so no chunk ended meanwhile
+// can have taken the larger window already.
 #define FILL_MAPS_MAX 16384 // 16 GiB: far beyond any limit the test sets
 static int fill_address_space(void) {
     void* last[4] = {0};
@@ -61,6 +53,20 @@ static int fill_address_space(void) {
     return 0;
 }
 
+// Resident memory the program holds to the end (reachable from a global); with `tight`, the
+// address space is filled between the allocation and the first touch of its pages.
+static char* held[2];
+static NOINLINE int grow(int k, size_t bytes, int tight) {
+    held[k] = malloc(bytes);
+    if (tight && fill_address_space() != 0)
+        return -1;
+    if (held[k])
+        for (size_t i = 0; i < bytes; i += 4096)
+            held[k][i] = 1;
+    NO_TAIL_CALL();
+    return 0;
+}
+
 static NOINLINE void leak_three(void) {
     for (int i = 0; i < 3; i++)
         keep(malloc(48));
@@ -70,10 +76,9 @@ static NOINLINE void leak_three(void) {
 int main(int argc, char** argv) {
     int tight = argc > 1 && strcmp(argv[1], "tight") == 0;
     churn();
-    grow(0, 96 * (size_t)MIB);
+    grow(0, 96 * (size_t)MIB, 0);
     churn();
-    grow(1, 320 * (size_t)MIB);
-    if (tight && fill_address_space() != 0) {
+    if (grow(1, 320 * (size_t)MIB, tight) != 0) {
         say("no limit of address space to fill\n");
         return 2;
     }
