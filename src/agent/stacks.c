@@ -151,14 +151,14 @@ static void place_later(table_t* t, uint32_t id, uint64_t h) {
     pending[npending++].h = h;
 }
 
-// Chunk c is there, made now if it was not yet: by the thread about to make its nodes (under
+// Chunk c is there, mapped now if it was not yet: by the thread about to make its nodes (under
 // make_lock), or ahead of need by the writer (stacks_prepare), a compare-and-swap deciding
-// between the two. The first faults in as it fills (most programs need a part of it); a later
-// one is made present in one call, not one fault per page.
+// between the two. Its pages are made present as nodes need them: by the writer ahead of the
+// node maker, else by faults as the maker fills them.
 static int chunk_ready(uint32_t c) {
     if (hl_likely(atomic_load_explicit(&chunks[c], memory_order_acquire) != NULL))
         return 1;
-    node_t* fresh = os_map_dense(HL_CHUNK_NODES * sizeof(node_t));
+    node_t* fresh = os_map(HL_CHUNK_NODES * sizeof(node_t));
     node_t* none = NULL;
     if (!fresh)
         return 0;
@@ -168,17 +168,50 @@ static int chunk_ready(uint32_t c) {
     return 1;
 }
 
-// The writer thread makes the next chunk of nodes present once the current one is half used
-// (stacks_prepare): the kernel clearing its 1.5 MiB page by page was a tenth of the time of a
-// program whose every stack is new, on the thread that was making its nodes. (A larger table
-// made ready the same way cost more than it saved: twice the largest table's memory, made
-// before a growth that may never come.)
-static _Atomic uint32_t chunk_wanted; // the index of a chunk to make (0: none)
+// The writer thread makes present the nodes the program's threads will make next, at each pass:
+// the kernel clearing pages one fault at a time was a tenth of the time of a program whose every
+// stack is new, on the thread that was making its nodes. As far ahead as twice what was made
+// since the last pass (a pass comes every few milliseconds while events flow), at least
+// HL_PRESENT_AHEAD_MIN nodes and at most a chunk: a whole chunk made present ahead of need was
+// up to 1.5 MiB of memory a short process never used. (A larger table made ready the same way
+// cost more than it saved: twice the largest table's memory, made before a growth that may
+// never come.)
+#define HL_PRESENT_AHEAD_MIN 4096u // nodes: 96 KiB
+static uint32_t present_to;        // writer only: nodes below this id are present
+static uint32_t made_at_last_pass; // writer only: next_id at the last pass
+static int cannot_populate;        // the kernel has no MADV_POPULATE_WRITE: faults make them
 
 void stacks_prepare(void) {
-    uint32_t c = atomic_load_explicit(&chunk_wanted, memory_order_relaxed);
-    if (c && c < HL_CHUNKS)
-        chunk_ready(c);
+    if (cannot_populate)
+        return;
+    uint32_t made = atomic_load_explicit(&next_id, memory_order_relaxed);
+    uint32_t rate = made - made_at_last_pass;
+    made_at_last_pass = made;
+    uint32_t ahead = rate > HL_CHUNK_NODES / 2 ? HL_CHUNK_NODES : 2 * rate;
+    if (ahead < HL_PRESENT_AHEAD_MIN)
+        ahead = HL_PRESENT_AHEAD_MIN;
+    uint32_t target = made + 1 + ahead;
+    if (target > HL_STACK_NODES + 1)
+        target = HL_STACK_NODES + 1;
+    if (present_to < made + 1)
+        present_to = made + 1; // the maker has made these present itself
+    while (present_to < target) {
+        uint32_t c = present_to >> HL_CHUNK_SHIFT;
+        if (!chunk_ready(c))
+            return;
+        uint32_t end = (c + 1) << HL_CHUNK_SHIFT;
+        if (end > target)
+            end = target;
+        // Whole pages inside the range, from the one holding present_to's node (it may be the
+        // maker's page, already present: populating it again changes nothing).
+        uintptr_t from = (uintptr_t)node_at(present_to) & ~(uintptr_t)4095;
+        uintptr_t to = ((uintptr_t)node_at(end - 1) + sizeof(node_t) + 4095) & ~(uintptr_t)4095;
+        if (os_populate((void*)from, to - from) != 0) {
+            cannot_populate = 1;
+            return;
+        }
+        present_to = end;
+    }
 }
 
 #define HL_GROW_AHEAD 16
@@ -238,8 +271,6 @@ static HL_COLD uint32_t nodes_make(uint32_t parent, uint64_t h, uint32_t depth,
             break;
         }
         id = fresh;
-        if ((id & (HL_CHUNK_NODES - 1)) == HL_CHUNK_NODES / 2)
-            atomic_store_explicit(&chunk_wanted, (id >> HL_CHUNK_SHIFT) + 1, memory_order_relaxed);
 
         h = path_mix(h, ips[j]);
         node_t* nd = node_at(id);

@@ -447,36 +447,41 @@ static rule_t compute_rule(uintptr_t ip) {
 // The last stack this thread took, with where each return address was read. Consecutive
 // allocations from one place (a loop) share their whole stack: if the stack pointer and every
 // saved return address are still the same, so is the backtrace, and no rule is consulted.
+// The arrays hold one entry per frame up to the state's depth (state_make): a thread's walks
+// take memory for the depth asked, not for HL_MAX_DEPTH frames each (26 KiB a walk, 1.9 MiB a
+// thread, most of it made present by walks of a few frames: every array had a page of its own).
+typedef struct walk_check_s {
+    uintptr_t addr, val;
+    int frame;
+} walk_check_t;
+
 typedef struct last_stack_s {
     int n;
     int is_complete;               // the walk reached the outermost frame (not the depth limit)
     int reused_at, reused_from;    // frames [reused_at, n) were copied from last's [reused_from..]
     uint32_t id;
-    uintptr_t ips[HL_MAX_DEPTH];
-    uintptr_t slots[HL_MAX_DEPTH]; // slots[k]: the address ips[k + 1] was read from
-    uintptr_t sps[HL_MAX_DEPTH];   // sps[k]: the stack pointer in frame k
-    uint32_t nodes[HL_MAX_DEPTH];  // nodes[k]: the interned stack of frames k..n-1
     // A frame whose CFA comes from %rbp (alloca, a variable-length array, code built with frame
     // pointers) is only the same frame again if %rbp is, and so are the words %rbp and the CFA
     // were read from: one stack pointer and return address can come with two frame sizes.
     // Only the %rbp values some CFA depends on count: a frame that saves %rbp as an ordinary
     // register (libstdc++ built without frame pointers) holds data there, which changes.
-    int rbp_last;                   // the outermost frame with anything below to check (-1: none)
-    uintptr_t rbps[HL_MAX_DEPTH];   // rbps[k]: %rbp in frame k
+    int rbp_last; // the outermost frame with anything below to check (-1: none)
+    int nchecks;  // entries of checks
+    uintptr_t* ips;
+    uintptr_t* slots;  // slots[k]: the address ips[k + 1] was read from
+    uintptr_t* sps;    // sps[k]: the stack pointer in frame k
+    uint32_t* nodes;   // nodes[k]: the interned stack of frames k..n-1
+    uintptr_t* rbps;   // rbps[k]: %rbp in frame k
+    uint8_t* needs;    // needs[k]: a CFA depends on rbps[k]
+    uint8_t* kinds;    // kinds[k]: how frame k used %rbp (FRAME_*), while walked
     // rreads and creads hold something only for the frames a walk walked itself (checks has
     // what counts of them); for frames copied from an earlier walk they are left as they were.
-    uintptr_t rreads[HL_MAX_DEPTH]; // rreads[k]: where frame k read rbps[k + 1], when a later
-                                    // CFA needs it (0: no such read)
-    uintptr_t creads[HL_MAX_DEPTH]; // creads[k]: where sps[k + 1] (the CFA) was read (0: not)
-    uint8_t needs[HL_MAX_DEPTH];    // needs[k]: a CFA depends on rbps[k]
-    uint8_t kinds[HL_MAX_DEPTH];    // kinds[k]: how frame k used %rbp (FRAME_*), while walked
+    uintptr_t* rreads; // rreads[k]: where frame k read rbps[k + 1], when a later CFA needs it
+                       // (0: no such read)
+    uintptr_t* creads; // creads[k]: where sps[k + 1] (the CFA) was read (0: not)
     // The words read that count (the rreads and creads above), in frame order: what a reuse
-    // checks, without a look at the frames that read none.
-    int nchecks;
-    struct {
-        uintptr_t addr, val;
-        int frame;
-    } checks[2 * HL_MAX_DEPTH];
+    // checks, without a look at the frames that read none. Two a frame at most.
+    walk_check_t* checks;
 } last_stack_t;
 
 enum { FRAME_CFA_RBP = 1, FRAME_RBP_SAME = 2, FRAME_RBP_AT_RBP = 4, FRAME_READ_RBP = 8,
@@ -556,7 +561,47 @@ typedef struct unwind_state_s {
     recent_t recent[2];
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
+    int depth;           // frames each walk has room for
+    size_t bytes;        // the mapping, this and the walks' arrays after it
 } unwind_state_t;
+
+// One walk's arrays, for `depth` frames.
+static size_t walk_bytes(int depth) {
+    size_t d = (size_t)depth;
+    size_t bytes = d * (6 * sizeof(uintptr_t) + sizeof(uint32_t) + 2) + 2 * d * sizeof(walk_check_t);
+    return (bytes + 63) & ~(size_t)63;
+}
+
+// The arrays in the order a walk of a few frames touches them: a walk of depth 64 and its
+// arrays make two pages, which the walks of a shallow stack touch one line of each.
+static void walk_lay_out(last_stack_t* w, char* at, int depth) {
+    size_t d = (size_t)depth;
+    w->ips = (uintptr_t*)at;
+    w->slots = w->ips + d;
+    w->sps = w->slots + d;
+    w->rbps = w->sps + d;
+    w->rreads = w->rbps + d;
+    w->creads = w->rreads + d;
+    w->checks = (walk_check_t*)(w->creads + d);
+    w->nodes = (uint32_t*)(w->checks + 2 * d);
+    w->needs = (uint8_t*)(w->nodes + d);
+    w->kinds = w->needs + d;
+}
+
+// A state whose walks have room for `depth` frames; NULL when there is no memory for it.
+static unwind_state_t* state_make(int depth) {
+    size_t bytes = sizeof(unwind_state_t) + 2 * HL_RECENT * walk_bytes(depth);
+    unwind_state_t* st = os_map(bytes);
+    if (!st)
+        return NULL;
+    st->depth = depth;
+    st->bytes = bytes;
+    char* at = (char*)(st + 1);
+    for (int kind = 0; kind < 2; kind++)
+        for (int k = 0; k < HL_RECENT; k++, at += walk_bytes(depth))
+            walk_lay_out(&st->recent[kind].walks[k], at, depth);
+    return st;
+}
 
 // Way w moves to the front, the ones before it one down.
 static inline void recent_to_front(uint8_t* ways, int w) {
@@ -587,10 +632,24 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
 }
 
 
-static unwind_state_t* thread_state(hl_thread_t* t) {
-    if (hl_unlikely(!t->unwind_cache))
-        t->unwind_cache = os_map(sizeof(unwind_state_t));
-    return t->unwind_cache;
+// A state made again for a deeper walk (a `depth` command asked for more frames) starts
+// empty: its walks and rules are worked out again.
+static HL_NOINLINE HL_COLD unwind_state_t* state_remake(hl_thread_t* t, int depth) {
+    unwind_state_t* old = t->unwind_cache;
+    unwind_state_t* st = state_make(depth > hl_opt.depth ? depth : hl_opt.depth);
+    if (st && old)
+        os_unmap(old, old->bytes);
+    if (st)
+        t->unwind_cache = st;
+    return st;
+}
+
+// This thread's state, with room for walks of `depth` frames (NULL: no memory for it).
+static inline unwind_state_t* thread_state(hl_thread_t* t, int depth) {
+    unwind_state_t* st = t->unwind_cache;
+    if (hl_likely(st != NULL && st->depth >= depth))
+        return st;
+    return state_remake(t, depth);
 }
 
 // Walks out of the agent's own frames (built with frame pointers): the first frame of the
@@ -886,7 +945,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     // walk after a release walk rarely shares its outer frames, and a teardown by recursion
     // would make a full path of new nodes per block where the cut windows repeat).
     int max = hl_opt.depth;
-    unwind_state_t* st = thread_state(t);
+    unwind_state_t* st = thread_state(t, max);
     if (hl_unlikely(!st || !hl_opt.unwind_cfi || leave_agent(&ip, &sp, &rbp) != 0))
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);

@@ -199,6 +199,20 @@ else
 fi
 stop nocontrol
 
+# depth past what the threads' walks were made for (run with -d 2): each thread makes its walks
+# again with room for the new depth, and its stacks have more frames than 2.
+if start deeper 0 -d 2; then
+    shell deeper 'depth 64\n'
+    sleep 0.3
+    shell deeper 'top 1 sort allocations\n'
+    frames=$(awk '/^#1 /{on=1; next} on && /^      (at|by) /{n++} on && !/^      (at|by) /{on=0} END{print n+0}' "$SH")
+    ok "depth 64 after -d 2: the new trace's stacks have their callers" "$frames frames; $(head -6 "$SH")" [ "$frames" -ge 3 ]
+    ok "depth 64 after -d 2: the program ends as it would alone" "" stop deeper
+    ok "depth 64 after -d 2: its exit status (7)" "status $(cat "$WORK/deeper/status")" [ "$(cat "$WORK/deeper/status")" = 7 ]
+else
+    fail "depth 64 after -d 2: the program starts" "$(head -c 300 "$WORK/deeper/err")"
+fi
+
 # ---------------------------------------------------------------------------------------------
 # leaks leak: only the blocks earlier scans reported lost, judged again (relink.c: 10 lost blocks
 # linked back in, 2 of 5 released, 4 new leaks the re-check must not list until a full scan saw
