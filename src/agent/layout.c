@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // layout.c - the agent's bytes around a program's block (see layout.h for the picture): the
 // guard after it, and the red zone before it with the front record that leads back to the
-// allocator's pointer. Filling and checking a guard is on the hot path; the rest only runs with
-// heap checking on, or once something was found changed.
+// allocator's pointer. Filling and checking a guard is on the hot path (the default 8 bytes
+// inline, in layout.h); the rest only runs with heap checking on, or once something was found
+// changed.
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -16,34 +17,12 @@
 // to the largest alignment a release may meet (aligned allocations of a huge page).
 #define FRONT_MAX ((size_t)1 << 30)
 
-static inline uint8_t guard_byte(size_t i) { return (uint8_t)(0xA5 ^ (i * 0x3B)); }
-
-// The default 8 guard bytes as one word: filled and checked with a single unaligned access.
-static uint64_t guard_word(void) {
-    uint64_t w = 0;
-    for (size_t i = 0; i < 8; i++)
-        w |= (uint64_t)guard_byte(i) << (8 * i);
-    return w;
-}
-
-void guard_fill(void* p, size_t size) {
-    uint8_t* g = (uint8_t*)p + size;
-    if (hl_likely(hl_opt.guard == 8)) {
-        uint64_t w = guard_word();
-        memcpy(g, &w, 8);
-        return;
-    }
+void guard_fill_bytes(uint8_t* g) {
     for (int i = 0; i < hl_opt.guard; i++)
         g[i] = guard_byte((size_t)i);
 }
 
-int guard_is_intact(const hl_block_t* b) {
-    const uint8_t* g = (const uint8_t*)b->addr + b->size;
-    if (hl_likely(hl_opt.guard == 8)) {
-        uint64_t w;
-        memcpy(&w, g, 8);
-        return w == guard_word();
-    }
+int guard_bytes_are_intact(const uint8_t* g) {
     for (int i = 0; i < hl_opt.guard; i++)
         if (g[i] != guard_byte((size_t)i))
             return 0;
