@@ -191,7 +191,8 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
 }
 
 // realloc while tracing is off or inside the agent: a header block stays one (a later release
-// must still find its header), the rest goes straight through.
+// must still find its header), the rest goes straight through, its old record taken out as a
+// release would take it (the block moved is not recorded: nothing made while tracing is off is).
 static HL_COLD void* slow_realloc(hl_thread_t* t, void* p, size_t size) {
     if (atomic_load(&hl_real_ready) != 2)
         return NULL;
@@ -229,7 +230,14 @@ static HL_COLD void* slow_realloc(hl_thread_t* t, void* p, size_t size) {
             record_internal_alloc(q, size);
         return q;
     }
-    return hl_real.realloc(p, size);
+    // Left in the table, the old block would be reported lost at the next scan, and its slot
+    // would name a block that is gone.
+    hl_block_t old;
+    int was_live = live_remove((uintptr_t)p, &old, 0) == HL_BLOCK_LIVE;
+    void* q = hl_real.realloc(p, size);
+    if (!q && size != 0 && was_live)
+        live_insert(&old); // the call failed: the block is where it was (size 0: glibc freed it)
+    return q;
 }
 
 static void* realloc_impl(void* p, size_t size, int fn) {

@@ -198,23 +198,21 @@ void live_insert(const hl_block_t* b) {
 }
 
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
-// (release_stack kept as the place it was freed). A small block's slot is looked at first (the
-// callers on the hot path have requested its line): a header block's marks are only read when
-// the slot does not hold a live block at addr (a slot FREED there may be an older small block
-// where a header block lives now).
+// (release_stack kept as the place it was freed). Header marks first: the slow paths keep a
+// header block's marks true (hooks.c), while a slot may still hold a small block whose release
+// the agent did not see, where a header block lives now; taking that slot would hand the
+// allocator the wrong pointer (tests/programs/stopped_realloc.c made that case while a realloc
+// with tracing stopped left its block's slot behind).
 static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_stack) {
-    dslot_t* s = hl_likely(regions.at && !addr_beyond(addr)) ? slot_of(addr) : NULL;
-    uint64_t d0 = s ? atomic_load_explicit(d0_of(s), memory_order_acquire) : 0;
     int marked = HL_BLOCK_EMPTY;
-    if (!(d0_holds(d0, addr) && d0_state(d0) == HL_BLOCK_LIVE) &&
-        hl_likely(atomic_load_explicit(&hl_headers_used, memory_order_relaxed))) {
+    if (hl_likely(atomic_load_explicit(&hl_headers_used, memory_order_relaxed))) {
         marked = header_take(addr, out, release);
         if (hl_likely(marked == HL_BLOCK_LIVE))
             return marked;
-        if (s)
-            d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
     }
+    dslot_t* s = hl_likely(regions.at && !addr_beyond(addr)) ? slot_of(addr) : NULL;
     if (hl_likely(s != NULL)) {
+        uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
         while (d0_holds(d0, addr)) {
             int state = d0_state(d0);
             uint64_t d1 = s->d1;

@@ -7,6 +7,7 @@
 // node (FRAME record) the first time an event needs it.
 #define _GNU_SOURCE
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/compiler.h"
 #include "os.h"
@@ -177,13 +178,18 @@ static int chunk_ready(uint32_t c) {
 // cost more than it saved: twice the largest table's memory, made before a growth that may
 // never come.)
 #define HL_PRESENT_AHEAD_MIN 4096u // nodes: 96 KiB
-static uint32_t present_to;        // writer only: nodes below this id are present
-static uint32_t made_at_last_pass; // writer only: next_id at the last pass
-static int cannot_populate;        // the kernel has no MADV_POPULATE_WRITE: faults make them
+// Under the writer lock (every pass takes it):
+static uint32_t present_to;        // nodes below this id are present
+static uint32_t made_at_last_pass; // next_id at the last pass
+static int cannot_populate;        // a population failed (no MADV_POPULATE_WRITE, no memory):
+                                   // the node maker's faults make them present from then on
+static uintptr_t page_size;
 
 void stacks_prepare(void) {
     if (cannot_populate)
         return;
+    if (!page_size)
+        page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
     uint32_t made = atomic_load_explicit(&next_id, memory_order_relaxed);
     uint32_t rate = made - made_at_last_pass;
     made_at_last_pass = made;
@@ -204,8 +210,9 @@ void stacks_prepare(void) {
             end = target;
         // Whole pages inside the range, from the one holding present_to's node (it may be the
         // maker's page, already present: populating it again changes nothing).
-        uintptr_t from = (uintptr_t)node_at(present_to) & ~(uintptr_t)4095;
-        uintptr_t to = ((uintptr_t)node_at(end - 1) + sizeof(node_t) + 4095) & ~(uintptr_t)4095;
+        uintptr_t from = (uintptr_t)node_at(present_to) & ~(page_size - 1);
+        uintptr_t to = ((uintptr_t)node_at(end - 1) + sizeof(node_t) + page_size - 1) &
+                       ~(page_size - 1);
         if (os_populate((void*)from, to - from) != 0) {
             cannot_populate = 1;
             return;

@@ -28,8 +28,8 @@ uint32_t stack_innermost(uint32_t id, int k);
 // A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 void stacks_init(void);
-// The writer thread, at each pass: makes present the nodes node making will need next, so the
-// program's threads do not wait for the kernel to clear their pages.
+// At each writer pass (under the writer lock): makes present the nodes node making will need
+// next, so the program's threads do not wait for the kernel to clear their pages.
 void stacks_prepare(void);
 void stacks_lock(void); // around fork: no node is being made
 void stacks_unlock(void);

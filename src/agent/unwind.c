@@ -449,7 +449,8 @@ static rule_t compute_rule(uintptr_t ip) {
 // saved return address are still the same, so is the backtrace, and no rule is consulted.
 // The arrays hold one entry per frame up to the state's depth (state_make): a thread's walks
 // take memory for the depth asked, not for HL_MAX_DEPTH frames each (26 KiB a walk, 1.9 MiB a
-// thread, most of it made present by walks of a few frames: every array had a page of its own).
+// thread, most of it made present by walks of a few frames: their nine arrays of 2 KiB, two to
+// a page, each had its first entries written).
 typedef struct walk_check_s {
     uintptr_t addr, val;
     int frame;
@@ -572,8 +573,8 @@ static size_t walk_bytes(int depth) {
     return (bytes + 63) & ~(size_t)63;
 }
 
-// The arrays in the order a walk of a few frames touches them: a walk of depth 64 and its
-// arrays make two pages, which the walks of a shallow stack touch one line of each.
+// One walk's arrays, one after the other: at depth 64 they take 6.5 KiB, of which a walk of a
+// few frames writes the first lines of each.
 static void walk_lay_out(last_stack_t* w, char* at, int depth) {
     size_t d = (size_t)depth;
     w->ips = (uintptr_t*)at;
@@ -636,7 +637,7 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
 // empty: its walks and rules are worked out again.
 static HL_NOINLINE HL_COLD unwind_state_t* state_remake(hl_thread_t* t, int depth) {
     unwind_state_t* old = t->unwind_cache;
-    unwind_state_t* st = state_make(depth > hl_opt.depth ? depth : hl_opt.depth);
+    unwind_state_t* st = state_make(depth);
     if (st && old)
         os_unmap(old, old->bytes);
     if (st)

@@ -213,6 +213,43 @@ else
     fail "depth 64 after -d 2: the program starts" "$(head -c 300 "$WORK/deeper/err")"
 fi
 
+# A small block moved by realloc while tracing is stopped: its record goes (it used to stay, a
+# block reported lost that the program had freed, its slot naming a block that was gone); once
+# tracing starts again, a header block made at its address is released as the header block it
+# is, and the new trace reports nothing lost.
+d=$WORK/stopped_realloc
+mkdir -p "$d"
+(cd "$d" && GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0 timeout -k 5 60 \
+    "$HL" run -q -o "$d/t.hl" -- "$PROGS/stopped_realloc" "$d" >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+RUNS+=("$!")
+PID=""
+for _ in $(seq 1 250); do
+    [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && break
+    PID=""
+    sleep 0.02
+done
+if [ -z "$PID" ]; then
+    fail "realloc while stopped: the program starts" "$(head -c 300 "$d/err")"
+else
+    shell stopped_realloc 'stop\n'
+    touch "$d/stopped"
+    sleep 0.2
+    shell stopped_realloc 'start\n'
+    touch "$d/started"
+    for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
+    ok "realloc while stopped: the header block took the moved block's address" "$(cat "$d/out")" grep -q "^same 1$" "$d/out"
+    ok "realloc while stopped: its release is the header block's, the program ends as alone" \
+        "status $(cat "$d/status"); $(head -c 300 "$d/err")" \
+        bash -c "[ \"\$(cat '$d/status')\" = 0 ] && grep -q '^done$' '$d/out'"
+    "$HL" report -q --json "$d/after.json" "$d/t.hl.1" 2>"$d/report.err"
+    ok "realloc while stopped: the moved block is not reported lost (everything was freed)" \
+        "$(head -c 300 "$d/report.err")" python3 -c "
+import json,sys
+j=json.load(open('$d/after.json'))
+l=j['leaks']
+sys.exit(0 if j['trace_complete'] and l['definitely_lost']['blocks'] == 0 and l['indirectly_lost']['blocks'] == 0 and l['possibly_lost']['blocks'] == 0 else 1)"
+fi
+
 # ---------------------------------------------------------------------------------------------
 # leaks leak: only the blocks earlier scans reported lost, judged again (relink.c: 10 lost blocks
 # linked back in, 2 of 5 released, 4 new leaks the re-check must not list until a full scan saw
