@@ -563,7 +563,6 @@ typedef struct unwind_state_s {
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
-    size_t bytes;        // the mapping, this and the walks' arrays after it
 } unwind_state_t;
 
 // One walk's arrays, for `depth` frames.
@@ -596,7 +595,6 @@ static unwind_state_t* state_make(int depth) {
     if (!st)
         return NULL;
     st->depth = depth;
-    st->bytes = bytes;
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
         for (int k = 0; k < HL_RECENT; k++, at += walk_bytes(depth))
@@ -633,13 +631,12 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
 }
 
 
-// A state made again for a deeper walk (a `depth` command asked for more frames) starts
-// empty: its walks and rules are worked out again.
+// The first state is made for the depth in force; one asked for more frames later (a `depth`
+// command) is made again for the deepest walk, once, and starts empty (its walks and rules are
+// worked out again). The old one stays mapped: a thread state may be shared (clone(CLONE_VM)
+// children past the agent's 64 count as their parent), and the other thread may be walking in it.
 static HL_NOINLINE HL_COLD unwind_state_t* state_remake(hl_thread_t* t, int depth) {
-    unwind_state_t* old = t->unwind_cache;
-    unwind_state_t* st = state_make(depth);
-    if (st && old)
-        os_unmap(old, old->bytes);
+    unwind_state_t* st = state_make(t->unwind_cache ? HL_MAX_DEPTH : depth);
     if (st)
         t->unwind_cache = st;
     return st;
