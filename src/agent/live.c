@@ -17,6 +17,8 @@
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../common/compiler.h"
 #include "epoch.h"
@@ -136,6 +138,47 @@ static inline void make_present(region_t* r, uint32_t j) {
     uint64_t bit = 1ull << (chunk % 64);
     if (hl_unlikely(!(atomic_load_explicit(&r->present[chunk / 64], memory_order_relaxed) & bit)))
         chunk_make_present(r, chunk);
+}
+
+// The writer, at each pass: while the heap's top (the program break, where glibc's main arena
+// grows) rises and small blocks land at it, the slots of the heap the next pass will likely add
+// are made present now, on the writer's CPU: a program building a large structure of small
+// blocks spent a twentieth of its time clearing slot pages (tree: 135 MiB of slots). As far
+// ahead as twice what the top rose since the last pass, at most HL_SLOTS_AHEAD_MAX of heap and
+// a sixteenth of what the heap has grown since the first pass (a small heap that grows and
+// shrinks by turns would otherwise keep slots for heap it never reaches: cxx's 5 MiB took 0.7
+// MiB more); a top that does not move, or where no small block lies, has nothing made ahead.
+#define HL_CHUNK_HEAP ((uintptr_t)HL_CHUNK_SLOTS << HL_GRANULE_SHIFT) // 128 KiB of heap a chunk
+#define HL_SLOTS_AHEAD_MAX ((uintptr_t)8 << 20) // of heap: 4 MiB of slots
+#define HL_SLOTS_AHEAD_SHARE 16
+static uintptr_t top_at_last_pass; // under the writer lock
+static uintptr_t top_at_first_pass;
+
+void live_prepare(void) {
+    if (!regions.at)
+        return;
+    long brk = syscall(SYS_brk, 0);
+    uintptr_t top = brk > 0 ? (uintptr_t)brk : 0;
+    uintptr_t rose = top > top_at_last_pass && top_at_last_pass ? top - top_at_last_pass : 0;
+    top_at_last_pass = top;
+    if (!top_at_first_pass)
+        top_at_first_pass = top;
+    if (!rose || addr_beyond(top) || top < top_at_first_pass)
+        return;
+    region_t* r = region_of(top - 1);
+    uint32_t c = slot_index(top - 1) / HL_CHUNK_SLOTS;
+    if (!r || !(atomic_load_explicit(&r->present[c / 64], memory_order_relaxed) & (1ull << (c % 64))))
+        return; // no small block near the top
+    uintptr_t ahead = 2 * rose < HL_SLOTS_AHEAD_MAX ? 2 * rose : HL_SLOTS_AHEAD_MAX;
+    if (ahead > (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE)
+        ahead = (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE;
+    for (uintptr_t a = ((top - 1) | (HL_CHUNK_HEAP - 1)) + 1; a < top + ahead && !addr_beyond(a);
+         a += HL_CHUNK_HEAP) {
+        region_t* ra = region_of(a);
+        if (!ra)
+            return; // a region is made by the first block in it
+        make_present(ra, slot_index(a));
+    }
 }
 
 static HL_COLD region_t* region_make(uintptr_t a) {

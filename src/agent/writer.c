@@ -662,6 +662,7 @@ static void pass(int force_flush) {
     clock_recalibrate();
     drain_noting_age();
     stacks_prepare();
+    live_prepare();
     uint64_t start = pass_start_ns;
     uint64_t now = clock_mono_ns();
     uint64_t period = (uint64_t)hl_opt.sample_ms * 1000000u;
