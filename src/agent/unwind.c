@@ -449,8 +449,8 @@ static rule_t compute_rule(uintptr_t ip) {
 // saved return address are still the same, so is the backtrace, and no rule is consulted.
 // The arrays hold one entry per frame up to the state's depth (state_make): a thread's walks
 // take memory for the depth asked, not for HL_MAX_DEPTH frames each (26 KiB a walk, 1.9 MiB a
-// thread, most of it made present by walks of a few frames: their nine arrays of 2 KiB, two to
-// a page, each had its first entries written).
+// thread, most of it made present by walks of a few frames: each of their arrays, 2 KiB for
+// the most of them and two or more to a page, had its first entries written).
 typedef struct walk_check_s {
     uintptr_t addr, val;
     int frame;
