@@ -61,6 +61,28 @@ stop() {
     for _ in $(seq 1 500); do [ -s "$WORK/$1/status" ] && return 0; sleep 0.02; done
     return 1
 }
+# launch NAME SECONDS [VAR=VALUE...] -- PROGRAM [ARGS...]: PROGRAM under heaplens run in
+# $WORK/NAME (at most SECONDS), its environment given the assignments; sets PID once the program
+# wrote $WORK/NAME/pid and its control socket is there (fails after 5 s).
+launch() {
+    local name=$1 secs=$2
+    shift 2
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    local d=$WORK/$name
+    mkdir -p "$d"
+    (cd "$d" && env "${envs[@]}" timeout -k 5 "$secs" "$HL" run -q -o "$d/t.hl" -- "$@" \
+        >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+    RUNS+=("$!")
+    PID=""
+    for _ in $(seq 1 250); do
+        [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && return 0
+        PID=""
+        sleep 0.02
+    done
+    return 1
+}
 # shell NAME COMMANDS: heaplens shell PID with COMMANDS on stdin; output in $WORK/NAME/sh.N
 SH_N=0
 shell() {
@@ -218,17 +240,8 @@ fi
 # tracing starts again, a header block made at its address is released as the header block it
 # is, and the new trace reports nothing lost.
 d=$WORK/stopped_realloc
-mkdir -p "$d"
-(cd "$d" && GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0 timeout -k 5 60 \
-    "$HL" run -q -o "$d/t.hl" -- "$PROGS/stopped_realloc" "$d" >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
-RUNS+=("$!")
-PID=""
-for _ in $(seq 1 250); do
-    [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && break
-    PID=""
-    sleep 0.02
-done
-if [ -z "$PID" ]; then
+if ! launch stopped_realloc 60 GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0 \
+    -- "$PROGS/stopped_realloc" "$d"; then
     fail "realloc while stopped: the program starts" "$(head -c 300 "$d/err")"
 else
     shell stopped_realloc 'stop\n'
@@ -258,16 +271,7 @@ fi
 # sh_leaks FILE KIND: "BYTES/BLOCKS" of that summary line (definitely lost, still reachable)
 sh_sum() { sed -n "s/^==heaplens== *$2: \([0-9]*\) bytes in \([0-9]*\) blocks.*/\1\/\2/p" "$1" | head -1; }
 d=$WORK/relink
-mkdir -p "$d"
-(cd "$d" && timeout -k 5 120 "$HL" run -q -o "$d/t.hl" -- "$PROGS/relink" "$d" >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
-RUNS+=("$!")
-PID=""
-for _ in $(seq 1 250); do
-    [ -s "$d/pid" ] && PID=$(cat "$d/pid") && [ -S "$SOCKDIR/ctl.$PID" ] && break
-    PID=""
-    sleep 0.02
-done
-if [ -z "$PID" ]; then
+if ! launch relink 120 -- "$PROGS/relink" "$d"; then
     fail "leaks leak: relink starts" "$(head -c 300 "$d/err")"
 else
     shell relink 'leaks leak\n'
