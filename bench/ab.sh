@@ -8,6 +8,9 @@
 # churn_deep, tree, cxx, churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19
 # levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them),
 # sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed).
+# "paired" is the median of each round's own B/A wall-time ratio, the two runs of a round back
+# to back (which first alternates): this machine's speed drifts by a tenth over minutes, which
+# moves both medians apart and a round's two runs together.
 set -u
 A=$(cd "$1" && pwd) && B=$(cd "$2" && pwd) || { echo "usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]" >&2; exit 2; }
 ROUNDS=${3:-9}
@@ -25,7 +28,8 @@ run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin:
     awk '{printf "%d %d\n", ($1 + $2) * 1000, $3 * 1000}' "$W/time"
 }
 median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-printf '%-14s %10s %10s %7s %10s %10s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" "B wall ms" "B/A"
+printf '%-14s %10s %10s %7s %10s %10s %7s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" \
+    "B wall ms" "B/A" paired
 args_of() { # workload name -> its program and arguments
     case $1 in
     churn_deep) echo "$W/churn_deep 1" ;;
@@ -43,15 +47,24 @@ for name in ${WORKLOADS:-churn_deep tree cxx churn_mix}; do
         IN=$W/sqlite.sql
         [ -s "$IN" ] || python3 "$here/gen_sql.py" 200000 >"$IN" || continue
     fi
-    ca=() cb=() wa=() wb=()
-    for _ in $(seq "$ROUNDS"); do
-        read -r c wl < <(IN=$IN run_ms "$A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
-        ca+=("$c") wa+=("$wl")
-        read -r c wl < <(IN=$IN run_ms "$B/heaplens" run -q -o "$W/t.%p.hl" -- $w)
-        cb+=("$c") wb+=("$wl")
+    ca=() cb=() wa=() wb=() pairs=()
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a ? b / a : 0 }'; }
+    for r in $(seq "$ROUNDS"); do
+        order="A B"
+        [ $((r % 2)) = 0 ] && order="B A"
+        for which in $order; do
+            if [ "$which" = A ]; then
+                read -r c wl < <(IN=$IN run_ms "$A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+                ca+=("$c") wa+=("$wl") round_a=$wl
+            else
+                read -r c wl < <(IN=$IN run_ms "$B/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+                cb+=("$c") wb+=("$wl") round_b=$wl
+            fi
+        done
+        pairs+=("$(ratio "$round_a" "$round_b")")
     done
     mca=$(median "${ca[@]}") mcb=$(median "${cb[@]}") mwa=$(median "${wa[@]}") mwb=$(median "${wb[@]}")
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a ? b / a : 0 }'; }
-    printf '%-14s %10s %10s %7s %10s %10s %7s\n' "$name" "$mca" "$mcb" "$(ratio "$mca" "$mcb")" \
-        "$mwa" "$mwb" "$(ratio "$mwa" "$mwb")"
+    paired=$(printf '%s\n' "${pairs[@]}" | sort -g | sed -n "$(((${#pairs[@]} + 1) / 2))p")
+    printf '%-14s %10s %10s %7s %10s %10s %7s %7s\n' "$name" "$mca" "$mcb" "$(ratio "$mca" "$mcb")" \
+        "$mwa" "$mwb" "$(ratio "$mwa" "$mwb")" "$paired"
 done
