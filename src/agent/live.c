@@ -151,8 +151,9 @@ static inline void make_present(region_t* r, uint32_t j) {
 #define HL_CHUNK_HEAP ((uintptr_t)HL_CHUNK_SLOTS << HL_GRANULE_SHIFT) // 128 KiB of heap a chunk
 #define HL_SLOTS_AHEAD_MAX ((uintptr_t)8 << 20) // of heap: 4 MiB of slots
 #define HL_SLOTS_AHEAD_SHARE 16
-static uintptr_t top_at_last_pass; // under the writer lock
-static uintptr_t top_at_first_pass;
+// Under the writer lock (every pass takes it):
+static uintptr_t top_at_last_pass;  // the program break at the last pass
+static uintptr_t top_at_first_pass; // and at the first: the heap's growth is measured from it
 
 void live_prepare(void) {
     if (!regions.at)
