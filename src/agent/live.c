@@ -133,10 +133,13 @@ static HL_COLD void chunk_make_present(region_t* r, uint32_t chunk) {
     atomic_fetch_or(&r->present[chunk / 64], 1ull << (chunk % 64));
 }
 
+static inline int chunk_is_present(const region_t* r, uint32_t chunk) {
+    return (atomic_load_explicit(&r->present[chunk / 64], memory_order_relaxed) >> (chunk % 64)) & 1;
+}
+
 static inline void make_present(region_t* r, uint32_t j) {
     uint32_t chunk = j / HL_CHUNK_SLOTS;
-    uint64_t bit = 1ull << (chunk % 64);
-    if (hl_unlikely(!(atomic_load_explicit(&r->present[chunk / 64], memory_order_relaxed) & bit)))
+    if (hl_unlikely(!chunk_is_present(r, chunk)))
         chunk_make_present(r, chunk);
 }
 
@@ -167,8 +170,7 @@ void live_prepare(void) {
     if (!rose || addr_beyond(top) || top < top_at_first_pass)
         return;
     region_t* r = region_of(top - 1);
-    uint32_t c = slot_index(top - 1) / HL_CHUNK_SLOTS;
-    if (!r || !(atomic_load_explicit(&r->present[c / 64], memory_order_relaxed) & (1ull << (c % 64))))
+    if (!r || !chunk_is_present(r, slot_index(top - 1) / HL_CHUNK_SLOTS))
         return; // no small block near the top
     uintptr_t ahead = 2 * rose < HL_SLOTS_AHEAD_MAX ? 2 * rose : HL_SLOTS_AHEAD_MAX;
     if (ahead > (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE)
@@ -316,7 +318,7 @@ static void present_chunks_do(chunk_fn fn, void* arg) {
         if (!r)
             continue;
         for (uint32_t chunk = 0; chunk < HL_CHUNKS; chunk++)
-            if (atomic_load(&r->present[chunk / 64]) & (1ull << (chunk % 64)))
+            if (chunk_is_present(r, chunk))
                 fn(&r->slots[(size_t)chunk * HL_CHUNK_SLOTS],
                    base | (uintptr_t)chunk * HL_CHUNK_SLOTS << HL_GRANULE_SHIFT, arg);
     }

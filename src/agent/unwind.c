@@ -565,7 +565,7 @@ typedef struct unwind_state_s {
     int depth;           // frames each walk has room for
 } unwind_state_t;
 
-// One walk's arrays, for `depth` frames.
+// One walk's arrays, for `depth` frames (walk_lay_out's order), to a cache line.
 static size_t walk_bytes(int depth) {
     size_t d = (size_t)depth;
     size_t bytes = d * (6 * sizeof(uintptr_t) + sizeof(uint32_t) + 2) + 2 * d * sizeof(walk_check_t);
@@ -590,14 +590,14 @@ static void walk_lay_out(last_stack_t* w, char* at, int depth) {
 
 // A state whose walks have room for `depth` frames; NULL when there is no memory for it.
 static unwind_state_t* state_make(int depth) {
-    size_t bytes = sizeof(unwind_state_t) + 2 * HL_RECENT * walk_bytes(depth);
-    unwind_state_t* st = os_map(bytes);
+    size_t each = walk_bytes(depth);
+    unwind_state_t* st = os_map(sizeof(unwind_state_t) + 2 * HL_RECENT * each);
     if (!st)
         return NULL;
     st->depth = depth;
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
-        for (int k = 0; k < HL_RECENT; k++, at += walk_bytes(depth))
+        for (int k = 0; k < HL_RECENT; k++, at += each)
             walk_lay_out(&st->recent[kind].walks[k], at, depth);
     return st;
 }
