@@ -194,31 +194,55 @@ static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_de
     }
 }
 
+static void scan_range_clique(lc_t* c, uintptr_t lo, uintptr_t hi, size_t leader) {
+    for (uintptr_t a = (lo + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK; a + HL_WORD <= hi;
+         a += HL_WORD) {
+        uintptr_t w = *(const uintptr_t*)a;
+        long j = may_hold_block(c, w) ? find_block(c, w) : -1;
+        if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
+            continue;
+        c->state[j] = ST_INDIRECT;
+        c->leader[j] = leader;
+        push(c, (size_t)j);
+    }
+}
+
+// A block's words, a large one's only where its pages hold anything (lc_input_t.held).
+typedef struct run_s {
+    lc_t* c;
+    size_t leader; // SIZE_MAX: marking from the roots, with prior_definite
+    int prior_definite;
+} run_t;
+
+static void scan_run(uintptr_t lo, uintptr_t hi, void* arg) {
+    const run_t* r = arg;
+    if (r->leader == SIZE_MAX)
+        scan_range_marking(r->c, lo, hi, r->prior_definite);
+    else
+        scan_range_clique(r->c, lo, hi, r->leader);
+}
+
+static void scan_block(lc_t* c, size_t i, size_t leader, int prior_definite) {
+    uintptr_t s = c->in->starts[i], e = s + c->in->sizes[i];
+    run_t r = {c, leader, prior_definite};
+    if (c->in->sizes[i] >= LC_SPARSE_MIN && c->in->held &&
+        c->in->held(c->in->held_arg, s, e, scan_run, &r) == 0)
+        return;
+    scan_run(s, e, &r);
+}
+
 static void drain_marking(lc_t* c) {
     while (c->top > 0) {
         size_t i = c->stack[--c->top];
-        uintptr_t s = c->in->starts[i];
         // A block pushed as possible and later found reachable is pushed again: its second
         // scan spreads the better state.
-        scan_range_marking(c, s, s + c->in->sizes[i], c->state[i] == ST_REACHABLE);
+        scan_block(c, i, SIZE_MAX, c->state[i] == ST_REACHABLE);
     }
 }
 
 static void drain_clique(lc_t* c, size_t leader) {
-    while (c->top > 0) {
-        size_t i = c->stack[--c->top];
-        uintptr_t s = c->in->starts[i], e = s + c->in->sizes[i];
-        for (uintptr_t a = (s + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK; a + HL_WORD <= e;
-             a += HL_WORD) {
-            uintptr_t w = *(const uintptr_t*)a;
-            long j = may_hold_block(c, w) ? find_block(c, w) : -1;
-            if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
-                continue;
-            c->state[j] = ST_INDIRECT;
-            c->leader[j] = leader;
-            push(c, (size_t)j);
-        }
-    }
+    while (c->top > 0)
+        scan_block(c, c->stack[--c->top], leader, 0);
 }
 
 void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* workspace) {

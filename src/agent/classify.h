@@ -22,7 +22,15 @@ typedef struct lc_input_s {
     // multiple-inheritance heuristic; may be empty.
     const lc_range_t* vtable_ranges;
     size_t nvtable_ranges;
+    // Optional (NULL: every byte of a block is read): calls fn for the runs of [lo, hi) that may
+    // hold anything, in address order; 0, or -1 when it cannot tell (the whole range is then
+    // read). Asked for blocks of LC_SPARSE_MIN bytes and more, where pages never written (a
+    // large calloc used in part) would each cost a fault to read.
+    int (*held)(void* arg, uintptr_t lo, uintptr_t hi, void (*fn)(uintptr_t, uintptr_t, void*),
+                void* fn_arg);
+    void* held_arg;
 } lc_input_t;
+#define LC_SPARSE_MIN (64u << 10) // a pagemap read costs about what reading 64 KiB does
 
 // Workspace the caller provides: lc_workspace_size(n) bytes, any alignment of 8.
 size_t lc_workspace_size(size_t nblocks);

@@ -743,6 +743,11 @@ static void push_regs(roots_t* rs, const hl_thread_roots_t* r) {
         push_root(rs, (uintptr_t)r->regs, (uintptr_t)(r->regs + r->nregs));
 }
 
+static int held_runs(void* pm, uintptr_t lo, uintptr_t hi, void (*fn)(uintptr_t, uintptr_t, void*),
+                     void* arg) {
+    return pagemap_held(pm, lo, hi, fn, arg);
+}
+
 static void push_held(uintptr_t lo, uintptr_t hi, void* arg) {
     push_root(arg, lo, hi);
 }
@@ -753,17 +758,15 @@ static void push_held(uintptr_t lo, uintptr_t hi, void* arg) {
 // run time). Reading them made the kernel map each one, a fault per page: in `cc1 --version`,
 // whose 1.7 MiB of .bss is mostly never written, that was a third of what tracing it cost. A
 // page no longer mapped is not held either: roots unmapped since the maps were read go too.
-// 0, or -1 when pagemap cannot be read (rs is then as it was).
-static int keep_held_pages(roots_t* rs) {
-    hl_pagemap_t pm;
-    if (pagemap_open(&pm) != 0)
+// 0, or -1 without pagemap (pm NULL, or a read failed: rs is then as it was).
+static int keep_held_pages(roots_t* rs, hl_pagemap_t* pm) {
+    if (!pm)
         return -1;
     roots_t held = {.cap = rs->n * 2 + 64};
     held.r = os_map(held.cap * sizeof *held.r);
     int rc = held.r ? 0 : -1;
     for (size_t i = 0; i < rs->n && rc == 0; i++)
-        rc = pagemap_held(&pm, rs->r[i].lo, rs->r[i].hi, push_held, &held);
-    pagemap_close(&pm);
+        rc = pagemap_held(pm, rs->r[i].lo, rs->r[i].hi, push_held, &held);
     if (rc != 0 || held.is_short) {
         if (held.r)
             os_unmap(held.r, held.cap * sizeof *held.r);
@@ -775,7 +778,7 @@ static int keep_held_pages(roots_t* rs) {
 }
 
 static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* maps, size_t nmaps,
-                         const scan_blocks_t* b, const hl_thread_roots_t* self) {
+                         const scan_blocks_t* b, const hl_thread_roots_t* self, hl_pagemap_t* pm) {
     // Registers: held in the agent's own memory, which add_root would cut out as a hole.
     push_regs(rs, self);
     for (size_t i = 0; i < b->n; i++) // blocks the program asked never to be reported
@@ -833,7 +836,7 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
         add_root_minus(rs, m->lo, m->hi, b, hl_opt.guard);
     }
 
-    if (keep_held_pages(rs) == 0)
+    if (keep_held_pages(rs, pm) == 0)
         return;
     // Without pagemap: every root must still be mapped; keep only what mincore confirms, page by
     // page runs. (With every other thread stopped some still go: reading the maps may have
@@ -994,17 +997,26 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     if (!rs.r)
         goto no_memory;
     size_t nvt = 0;
-    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self);
-    if (rs.is_short)
+    hl_pagemap_t pm;
+    int has_pagemap = pagemap_open(&pm) == 0;
+    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self, has_pagemap ? &pm : NULL);
+    if (rs.is_short) {
+        if (has_pagemap)
+            pagemap_close(&pm);
         goto no_memory;
+    }
     lc_input_t in = {.starts = b.starts,
                      .sizes = b.sizes,
                      .nblocks = n,
                      .roots = rs.r,
                      .nroots = rs.n,
                      .vtable_ranges = vt,
-                     .nvtable_ranges = nvt};
+                     .nvtable_ranges = nvt,
+                     .held = has_pagemap ? held_runs : NULL,
+                     .held_arg = &pm};
     lc_classify(&in, b.kind, b.leader, b.workspace);
+    if (has_pagemap)
+        pagemap_close(&pm);
     if (debug_scan)
         debug_reachable(&b, &rs);
     emit_scan(enc,

@@ -756,8 +756,10 @@ check reach_sparse "$J" \
     "rec('reachable', 'from_bss_boundary') == {'bytes': 41, 'blocks': 1, 'records': 1}" \
     "rec('reachable', 'from_bss_end') == {'bytes': 42, 'blocks': 1, 'records': 1}" \
     "rec('reachable', 'from_mapping') == {'bytes': 43, 'blocks': 1, 'records': 1}" \
+    "rec('reachable', 'from_big_block') == {'bytes': 67108864 + 45, 'blocks': 2, 'records': 2}" \
+    "rec('reachable', 'held_by_big_block') == {'bytes': 45, 'blocks': 1, 'records': 1}" \
     "lb('definite') == 44" "ln('definite') == 1"
-# The scan reads only pages that hold something: the 320 MiB (81,920 pages) never written cost
+# The scan reads only pages that hold something: the 384 MiB (98,304 pages) never written cost
 # the traced run no fault each. Minor faults of the whole run, native and traced.
 minflt() {
     python3 -c 'import resource, subprocess, sys

@@ -38,7 +38,32 @@ static void* block(heap_t* h, size_t size) {
 
 static void classify(heap_t* h, void** root_words, size_t nroot) {
     lc_range_t root = {(uintptr_t)root_words, (uintptr_t)(root_words + nroot)};
-    lc_input_t in = {h->starts, h->sizes, h->n, &root, 1, NULL, 0};
+    lc_input_t in = {h->starts, h->sizes, h->n, &root, 1, NULL, 0, NULL, NULL};
+    void* ws = malloc(lc_workspace_size(h->n));
+    lc_classify(&in, h->kind, h->leader, ws);
+    free(ws);
+}
+
+// A held-runs answer for lc_input_t.held: [lo, hi) holds one run, [run_lo, run_hi), or the
+// answer fails (fails = 1) after giving it.
+typedef struct held_s {
+    uintptr_t run_lo, run_hi;
+    int fails, calls;
+} held_t;
+
+static int held_one_run(void* arg, uintptr_t lo, uintptr_t hi,
+                        void (*fn)(uintptr_t, uintptr_t, void*), void* fn_arg) {
+    held_t* h = arg;
+    h->calls++;
+    uintptr_t a = h->run_lo > lo ? h->run_lo : lo, z = h->run_hi < hi ? h->run_hi : hi;
+    if (a < z)
+        fn(a, z, fn_arg);
+    return h->fails ? -1 : 0;
+}
+
+static void classify_held(heap_t* h, void** root_words, size_t nroot, held_t* held) {
+    lc_range_t root = {(uintptr_t)root_words, (uintptr_t)(root_words + nroot)};
+    lc_input_t in = {h->starts, h->sizes, h->n, &root, 1, NULL, 0, held_one_run, held};
     void* ws = malloc(lc_workspace_size(h->n));
     lc_classify(&in, h->kind, h->leader, ws);
     free(ws);
@@ -230,6 +255,62 @@ TEST(far_apart_blocks_and_pointers_between_them) {
     munmap(s.map, s.map_len);
 }
 
+// A large block is read only where its pages hold anything (lc_input_t.held): a pointer
+// outside the runs it is given is not seen; when the answer fails, the whole block is read.
+#define BIG (2 * LC_SPARSE_MIN)
+#define BIG_AT (1u << 20)
+
+// Marking from the roots: what the run points at is reachable, what the hole does is not.
+TEST(large_block_marked_where_held) {
+    for (int fails = 0; fails < 2; fails++) {
+        heap_t h;
+        reset(&h);
+        spread_t s;
+        ASSERT_TRUE(spread_make(&s, BIG_AT + BIG) == 0);
+        void** small = spread_block(&h, &s, 0, 64);
+        void** via_run = spread_block(&h, &s, 64, 32);
+        void** via_hole = spread_block(&h, &s, 128, 32);
+        uint8_t* big = spread_block(&h, &s, BIG_AT, BIG);
+        held_t held = {(uintptr_t)big + 4096, (uintptr_t)big + 8192, fails, 0};
+        ((void**)(big + 4096))[3] = via_run;
+        ((void**)(big + 3 * 4096))[0] = via_hole;
+        small[0] = big;
+        void* roots[1] = {small};
+        classify_held(&h, roots, 1, &held);
+        EXPECT_EQ_I(held.calls, 1); // the small blocks are read without asking
+        EXPECT_EQ_U(h.kind[3], HL_LEAK_REACHABLE);
+        EXPECT_EQ_U(h.kind[1], HL_LEAK_REACHABLE);
+        EXPECT_EQ_U(h.kind[2], fails ? HL_LEAK_REACHABLE : HL_LEAK_DEFINITE);
+        munmap(s.map, s.map_len);
+    }
+}
+
+// In a clique (the large block lost through a small one): the same.
+TEST(large_block_in_a_clique_where_held) {
+    for (int fails = 0; fails < 2; fails++) {
+        heap_t h;
+        reset(&h);
+        spread_t s;
+        ASSERT_TRUE(spread_make(&s, BIG_AT + BIG) == 0);
+        void** lost = spread_block(&h, &s, 0, 32);
+        void** via_run = spread_block(&h, &s, 64, 32);
+        void** via_hole = spread_block(&h, &s, 128, 32);
+        uint8_t* big = spread_block(&h, &s, BIG_AT, BIG);
+        held_t held = {(uintptr_t)big + 4096, (uintptr_t)big + 8192, fails, 0};
+        lost[0] = big;
+        ((void**)(big + 4096))[3] = via_run;
+        ((void**)(big + 3 * 4096))[0] = via_hole;
+        void* roots[1] = {NULL};
+        classify_held(&h, roots, 1, &held);
+        EXPECT_EQ_I(held.calls, 1);
+        EXPECT_EQ_U(h.kind[0], HL_LEAK_DEFINITE);
+        EXPECT_EQ_U(h.kind[3], HL_LEAK_INDIRECT);
+        EXPECT_EQ_U(h.kind[1], HL_LEAK_INDIRECT);
+        EXPECT_EQ_U(h.kind[2], fails ? HL_LEAK_INDIRECT : HL_LEAK_DEFINITE);
+        munmap(s.map, s.map_len);
+    }
+}
+
 // A block over more granules than the classifier keeps a set of (a few blocks, one of 6 MiB):
 // it goes without the set, with the same verdicts.
 TEST(huge_block_over_many_granules) {
@@ -265,5 +346,7 @@ int main(void) {
     RUN_TEST(zero_sized_block_reached_by_its_address);
     RUN_TEST(far_apart_blocks_and_pointers_between_them);
     RUN_TEST(huge_block_over_many_granules);
+    RUN_TEST(large_block_marked_where_held);
+    RUN_TEST(large_block_in_a_clique_where_held);
     return TEST_SUMMARY();
 }
