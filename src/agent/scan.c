@@ -756,7 +756,7 @@ static void push_held(uintptr_t lo, uintptr_t hi, void* arg) {
 // untouched part of a program's .bss, of a thread's stack or of a mapping reads as zeros, and a
 // private file page never written holds the file's bytes (no heap address: those exist only at
 // run time). Reading them made the kernel map each one, a fault per page: in `cc1 --version`,
-// whose 1.7 MiB of .bss is mostly never written, that was a third of what tracing it cost. A
+// whose 1.7 MiB of .bss is mostly never written, that was a fifth of what tracing it cost. A
 // page no longer mapped is not held either: roots unmapped since the maps were read go too.
 // 0, or -1 without pagemap (pm NULL, or a read failed: rs is then as it was).
 static int keep_held_pages(roots_t* rs, hl_pagemap_t* pm) {
