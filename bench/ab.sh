@@ -10,7 +10,12 @@
 # sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed).
 # "paired" is the median of each round's own B/A wall-time ratio, the two runs of a round back
 # to back (which first alternates): this machine's speed drifts by a tenth over minutes, which
-# moves both medians apart and a round's two runs together.
+# moves both medians apart and a round's two runs together. Times come from measure.c (to the
+# tenth of a millisecond: /usr/bin/time's hundredths of a second were 4% of a 250 ms run).
+# On a virtual machine the same agent file can run 10% slower or faster from where its pages
+# happen to lie (cxx: byte-identical .text, 0.46 against 0.53 s until the file was copied
+# anew): before believing a few percent, copy each build's libheaplens.so over itself
+# (cp F T && mv T F) and measure again.
 set -u
 A=$(cd "$1" && pwd) && B=$(cd "$2" && pwd) || { echo "usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]" >&2; exit 2; }
 ROUNDS=${3:-9}
@@ -21,13 +26,15 @@ NOFP="-O2 -g -fomit-frame-pointer"
 gcc $NOFP -pthread -o "$W/churn_deep" "$here/churn_deep.c" &&
     gcc $NOFP -o "$W/tree" "$here/tree.c" && gcc $NOFP -o "$W/churn_mix" "$here/churn_mix.c" &&
     g++ $NOFP -o "$W/cxx" "$here/cxx.cc" && gcc $NOFP -o "$W/churn_unique" "$here/churn_unique.c" &&
-    gcc $NOFP -o "$W/tiny_malloc" "$here/tiny_malloc.c" || exit 1
+    gcc $NOFP -o "$W/tiny_malloc" "$here/tiny_malloc.c" && gcc -O2 -o "$W/measure" "$here/measure.c" ||
+    exit 1
 run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin: $IN)
-    /usr/bin/time -f "%U %S %e" -o "$W/time" "$@" <"${IN:-/dev/null}" >/dev/null 2>&1
+    "$W/measure" -i "${IN:-/dev/null}" -o /dev/null -e /dev/null -r "$W/time" -- "$@" >/dev/null 2>&1
     rm -f "$W"/t.*.hl
-    awk '{printf "%d %d\n", ($1 + $2) * 1000, $3 * 1000}' "$W/time"
+    sed 's/.*wall=\([0-9.]*\).*cpu=\([0-9.]*\).*/\2 \1/' "$W/time" |
+        awk '{printf "%.1f %.1f\n", $1 * 1000, $2 * 1000}'
 }
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
 printf '%-14s %10s %10s %7s %10s %10s %7s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" \
     "B wall ms" "B/A" paired
 args_of() { # workload name -> its program and arguments
