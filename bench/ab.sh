@@ -12,10 +12,10 @@
 # to back (which first alternates): this machine's speed drifts by a tenth over minutes, which
 # moves both medians apart and a round's two runs together. Times come from measure.c (to the
 # tenth of a millisecond: /usr/bin/time's hundredths of a second were 4% of a 250 ms run).
-# On a virtual machine the same agent file can run 10% slower or faster from where its pages
-# happen to lie (cxx: byte-identical .text, 0.46 against 0.53 s until the file was copied
-# anew): before believing a few percent, copy each build's libheaplens.so over itself
-# (cp F T && mv T F) and measure again.
+# On a virtual machine the same agent file can run a tenth slower or faster from where its
+# pages happen to lie (cxx: byte-identical .text, 0.46 against 0.53 s until the file was copied
+# anew), so each round runs fresh copies of both builds (the CLI and its agents), and the
+# medians are over as many placements as rounds.
 set -u
 A=$(cd "$1" && pwd) && B=$(cd "$2" && pwd) || { echo "usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]" >&2; exit 2; }
 ROUNDS=${3:-9}
@@ -35,6 +35,14 @@ run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin:
         awk '{printf "%.1f %.1f\n", $1 * 1000, $2 * 1000}'
 }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
+fresh_copy() { # BUILD DIR: the CLI and its agents as BUILD has them, in new files at DIR
+    rm -rf "$2" && mkdir -p "$2/agents/x86_64" "$2/agents/i686" &&
+        cp "$1/heaplens" "$1/libheaplens.so" "$2/" &&
+        ln -s ../../libheaplens.so "$2/agents/x86_64/libheaplens.so" || return 1
+    if [ -f "$1/libheaplens32.so" ]; then
+        cp "$1/libheaplens32.so" "$2/" && ln -s ../../libheaplens32.so "$2/agents/i686/libheaplens.so"
+    fi
+}
 printf '%-14s %10s %10s %7s %10s %10s %7s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" \
     "B wall ms" "B/A" paired
 args_of() { # workload name -> its program and arguments
@@ -57,14 +65,15 @@ for name in ${WORKLOADS:-churn_deep tree cxx churn_mix}; do
     ca=() cb=() wa=() wb=() pairs=()
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a ? b / a : 0 }'; }
     for r in $(seq "$ROUNDS"); do
+        fresh_copy "$A" "$W/A" && fresh_copy "$B" "$W/B" || exit 1
         order="A B"
         [ $((r % 2)) = 0 ] && order="B A"
         for which in $order; do
             if [ "$which" = A ]; then
-                read -r c wl < <(IN=$IN run_ms "$A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+                read -r c wl < <(IN=$IN run_ms "$W/A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
                 ca+=("$c") wa+=("$wl") round_a=$wl
             else
-                read -r c wl < <(IN=$IN run_ms "$B/heaplens" run -q -o "$W/t.%p.hl" -- $w)
+                read -r c wl < <(IN=$IN run_ms "$W/B/heaplens" run -q -o "$W/t.%p.hl" -- $w)
                 cb+=("$c") wb+=("$wl") round_b=$wl
             fi
         done
