@@ -12,17 +12,14 @@
 # to back (which first alternates): this machine's speed drifts by a tenth over minutes, which
 # moves both medians apart and a round's two runs together. Times come from measure.c (to the
 # tenth of a millisecond: /usr/bin/time's hundredths of a second were 4% of a 250 ms run).
-# On a virtual machine the same agent file can run a tenth slower or faster from where its
-# pages happen to lie (cxx: byte-identical .text, 0.46 against 0.53 s until the file was copied
-# anew), so each round runs fresh copies of both builds (the CLI and its agents), and the
-# medians are over as many placements as rounds.
+# Each round runs fresh copies of both builds (lib.sh: fresh_copy says why).
 set -u
 A=$(cd "$1" && pwd) && B=$(cd "$2" && pwd) || { echo "usage: bench/ab.sh BUILD_A BUILD_B [ROUNDS]" >&2; exit 2; }
 ROUNDS=${3:-9}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh" # fresh_copy
 W=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-ab.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-NOFP="-O2 -g -fomit-frame-pointer"
 gcc $NOFP -pthread -o "$W/churn_deep" "$here/churn_deep.c" &&
     gcc $NOFP -o "$W/tree" "$here/tree.c" && gcc $NOFP -o "$W/churn_mix" "$here/churn_mix.c" &&
     g++ $NOFP -o "$W/cxx" "$here/cxx.cc" && gcc $NOFP -o "$W/churn_unique" "$here/churn_unique.c" &&
@@ -35,14 +32,7 @@ run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin:
         awk '{printf "%.1f %.1f\n", $1 * 1000, $2 * 1000}'
 }
 median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
-fresh_copy() { # BUILD DIR: the CLI and its agents as BUILD has them, in new files at DIR
-    rm -rf "$2" && mkdir -p "$2/agents/x86_64" "$2/agents/i686" &&
-        cp "$1/heaplens" "$1/libheaplens.so" "$2/" &&
-        ln -s ../../libheaplens.so "$2/agents/x86_64/libheaplens.so" || return 1
-    if [ -f "$1/libheaplens32.so" ]; then
-        cp "$1/libheaplens32.so" "$2/" && ln -s ../../libheaplens32.so "$2/agents/i686/libheaplens.so"
-    fi
-}
+
 printf '%-14s %10s %10s %7s %10s %10s %7s %7s\n' workload "A cpu ms" "B cpu ms" "B/A" "A wall ms" \
     "B wall ms" "B/A" paired
 args_of() { # workload name -> its program and arguments

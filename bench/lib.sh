@@ -21,6 +21,19 @@ bench_setup() {
     mkdir -p "$B"
 }
 
+# fresh_copy BUILD DIR: the CLI and its agents as BUILD has them, in new files at DIR. On a virtual
+# machine one and the same agent file ran cxx a tenth slower or faster from where its pages
+# happened to lie in memory (byte-identical code, 0.53 against 0.46 s until it was copied
+# anew): a bench that runs a fresh copy each round takes its medians over as many placements.
+fresh_copy() {
+    rm -rf "$2" && mkdir -p "$2/agents/x86_64" "$2/agents/i686" &&
+        cp "$1/heaplens" "$1/libheaplens.so" "$2/" &&
+        ln -s ../../libheaplens.so "$2/agents/x86_64/libheaplens.so" || return 1
+    if [ -f "$1/libheaplens32.so" ]; then
+        cp "$1/libheaplens32.so" "$2/" && ln -s ../../libheaplens32.so "$2/agents/i686/libheaplens.so"
+    fi
+}
+
 # build_one OUT SRC COMPILER FLAGS...: (re)builds OUT from SRC when it is missing or older.
 build_one() {
     local out=$1 src=$2

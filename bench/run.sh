@@ -295,6 +295,9 @@ for w in $workloads; do
     record "$w" - - desc "desc=$(wl_desc "$w")" $([ $w = procs ] && echo "procs=$nprocs")
     tools=(native heaptrack heaplens)
     for ((r = 1; r <= rounds; r++)); do
+        # heaplens from new files each round (lib.sh: fresh_copy), reports and all.
+        fresh_copy "$build" "$B/heaplens_copy" && heaplens=$B/heaplens_copy/heaplens ||
+            heaplens=$build/heaplens
         # Alternate, and rotate the order each round so no tool always runs first.
         for ((k = 0; k < 3; k++)); do
             t=${tools[$(((k + r - 1) % 3))]}
