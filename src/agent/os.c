@@ -208,6 +208,11 @@ int os_gettid(void) {
     return (int)syscall(SYS_gettid);
 }
 
+void os_sleep_ns(long ns) {
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    syscall(SYS_nanosleep, &ts, NULL);
+}
+
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns) {
     struct timespec ts = {timeout_ns / 1000000000L, timeout_ns % 1000000000L};
     syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, timeout_ns >= 0 ? &ts : NULL, NULL, 0);

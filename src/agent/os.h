@@ -25,6 +25,7 @@ void* os_reserve(size_t size);         // large and lazily backed: pages cost on
 void os_discard(void* p, size_t size); // gives the pages back; they read as zeros after
 int os_populate(void* p, size_t size); // 0 once every page is present and written, else -1
 void os_yield(void);
+void os_sleep_ns(long ns);
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno
 int os_gettid(void);
 void os_futex_wait(_Atomic int* addr, int expected, long timeout_ns); // timeout < 0: none

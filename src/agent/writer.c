@@ -107,7 +107,11 @@ int writer_thread_id(void) {
 // a sleep is at most HL_LOCK_NAP_NS, should the signal come just before it.
 #define HL_LOCK_SPINS 16
 #define HL_LOCK_NAP_NS 1000000L
-void writer_lock(void) {
+// The thread holding writer_mutex (its tid; 0: none, or not yet said): a fatal signal's handler
+// must not wait for a lock its own thread holds (agent_finish_in).
+static _Atomic int writer_owner;
+
+static void lock_mutex(void) {
     int v = 0;
     if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
                                                 memory_order_relaxed))
@@ -131,9 +135,30 @@ void writer_lock(void) {
         os_futex_wait(&writer_mutex, 2, HL_LOCK_NAP_NS);
     }
 }
+void writer_lock(void) {
+    lock_mutex();
+    atomic_store_explicit(&writer_owner, os_gettid(), memory_order_relaxed);
+}
 void writer_unlock(void) {
+    atomic_store_explicit(&writer_owner, 0, memory_order_relaxed);
     if (atomic_exchange_explicit(&writer_mutex, 0, memory_order_release) == 2)
         os_futex_wake(&writer_mutex, 1);
+}
+int writer_lock_within(long long ns) {
+    for (long long waited = 0;; waited += HL_LOCK_NAP_NS) {
+        int v = 0;
+        if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
+                                                    memory_order_relaxed)) {
+            atomic_store_explicit(&writer_owner, os_gettid(), memory_order_relaxed);
+            return 0;
+        }
+        if (waited >= ns)
+            return -1;
+        os_sleep_ns(HL_LOCK_NAP_NS);
+    }
+}
+int writer_lock_is_mine(void) {
+    return atomic_load_explicit(&writer_owner, memory_order_relaxed) == os_gettid();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1244,6 +1269,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     inherit_max_thread = parent_threads;
     memset(&totals, 0, sizeof totals);
     atomic_store(&writer_mutex, 0);
+    atomic_store(&writer_owner, 0);
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, HL_WRITER_AWAKE);

@@ -31,6 +31,8 @@ int writer_thread_id(void);     // tid of the writer thread, 0 when none runs
 int writer_is_fork_child(void); // this trace belongs to a forked child
 void writer_lock(void);         // serialises direct writes from other threads
 void writer_unlock(void);
+int writer_lock_is_mine(void); // does the calling thread hold it?
+int writer_lock_within(long long ns); // writer_lock, or -1 after waiting about ns for it
 hl_enc_t* writer_encoder_locked(void); // drains, returns the encoder (writer lock held)
 void writer_end_locked(int how, int value);
 void writer_flush_if_large_locked(void); // cut the chunk once it is large

@@ -6,8 +6,8 @@
 # fail, the program never gets their SIGXFSZ), a program that puts its own data file on
 # descriptor 2 (the agent never writes there), and children made by clone() and vfork() (each
 # in the right trace, under the right thread, the parent's trace untouched), SIGKILL at random
-# moments (what is lost, measured), the agent's stack use per allocator call, and a dlopen by a
-# bare name found through the program's own RUNPATH. One line per
+# moments (what is lost, measured), a fatal signal while the program forks, the agent's stack
+# use per allocator call, and a dlopen by a bare name found through the program's own RUNPATH. One line per
 # check, "PASS name" or "FAIL name: reason" ("SKIP name: why" when the machine cannot run it);
 # the last line is "N passed, N failed"; exit 1 when anything failed.
 set -u
@@ -331,6 +331,42 @@ PYEOF
     fi
 else
     skip "SIGKILL at random moments" "$PROGS/kill_progress missing"
+fi
+
+# ================================================================================================
+# A fatal signal while the program forks: the agent's prepare handler takes its locks before the
+# fork and its parent handler gives them back after it, and a signal in between came to a
+# handler that waited for them forever (12 of 40 such runs hung). Each run must end by SIGALRM,
+# as natively, and its trace with it.
+# ================================================================================================
+FORK_SIGNAL_TRIALS=20
+if [ -x "$PROGS/harm_fork_signal" ]; then
+    run "$WORK/fsig_native" "$PROGS/harm_fork_signal" 20000
+    native_status=$(cat "$WORK/fsig_native/status")
+    bad=""
+    ended=0
+    for i in $(seq $FORK_SIGNAL_TRIALS); do
+        d=$WORK/fsig_$i
+        TIMEOUT=10 run "$d" "$HL" run -q --no-follow -o "$d/t.hl" -- "$PROGS/harm_fork_signal" $((20000 + i * 1370))
+        st=$(cat "$d/status")
+        [ "$st" = "$native_status" ] || bad="$bad run $i: status $st$( [ "$st" = 124 ] && echo ' (hung)');"
+        if "$HL" report -q --json "$d/r.json" "$d/t.hl" >/dev/null 2>&1 &&
+            python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); e = d["end"]; sys.exit(0 if e.get("how") == "signal" and e.get("value") == 14 else 1)' "$d/r.json" 2>/dev/null; then
+            ended=$((ended + 1))
+        fi
+    done
+    if [ -z "$bad" ] && [ "$native_status" = 142 ]; then
+        pass "fatal signal while forking: $FORK_SIGNAL_TRIALS runs each ended by SIGALRM, as natively (status $native_status)"
+    else
+        fail "fatal signal while forking" "natively status $native_status;$bad"
+    fi
+    if [ "$ended" = "$FORK_SIGNAL_TRIALS" ]; then
+        pass "fatal signal while forking: every trace says the program ended by signal 14"
+    else
+        fail "fatal signal while forking: trace end" "$ended of $FORK_SIGNAL_TRIALS traces say signal 14"
+    fi
+else
+    skip "fatal signal while forking" "$PROGS/harm_fork_signal missing"
 fi
 
 # ================================================================================================
