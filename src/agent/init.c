@@ -109,19 +109,7 @@ void agent_fork_parent(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static void fork_child_traced(void);
-
-// The child's only thread is the one that forked (with another tid): the locks it holds are
-// copies, made fresh below, and its signals blocked since the prepare are let through last.
-void agent_fork_child(void) {
-    int locked = atomic_exchange(&fork_locker, 0) != 0;
-    sigset_t old = fork_saved_mask;
-    if (locked && atomic_load(&hl_phase) == HL_ON)
-        fork_child_traced();
-    if (locked)
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
+// The child of a traced process, set up to trace itself (or to stop, with no_follow).
 static void fork_child_traced(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
@@ -150,6 +138,19 @@ static void fork_child_traced(void) {
     writer_start();
     self->busy = was_busy;
 }
+
+// The child's only thread is the one that forked (with another tid): the locks it holds are
+// copies, made fresh by fork_child_traced, and its signals blocked since the prepare are let
+// through last.
+void agent_fork_child(void) {
+    int locked = atomic_exchange(&fork_locker, 0) != 0;
+    sigset_t old = fork_saved_mask;
+    if (locked && atomic_load(&hl_phase) == HL_ON)
+        fork_child_traced();
+    if (locked)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // Start

@@ -111,19 +111,20 @@ int writer_thread_id(void) {
 // must not wait for a lock its own thread holds (agent_finish_in).
 static _Atomic int writer_owner;
 
-static void lock_mutex(void) {
+static inline int try_lock(void) {
     int v = 0;
-    if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
-                                                memory_order_relaxed))
+    return atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void lock_mutex(void) {
+    if (try_lock())
         return;
     for (int spins = 0;; spins++) {
         if (hl_unlikely(thread_self()->park_pending))
             scan_park_self();
         if (spins < HL_LOCK_SPINS) {
-            v = 0;
-            if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1,
-                                                        memory_order_acquire,
-                                                        memory_order_relaxed))
+            if (try_lock())
                 return;
             sched_yield();
             continue;
@@ -144,18 +145,15 @@ void writer_unlock(void) {
     if (atomic_exchange_explicit(&writer_mutex, 0, memory_order_release) == 2)
         os_futex_wake(&writer_mutex, 1);
 }
+// A sleeper's wake is not owed here: a sleep lasts at most HL_LOCK_NAP_NS.
 int writer_lock_within(long long ns) {
-    for (long long waited = 0;; waited += HL_LOCK_NAP_NS) {
-        int v = 0;
-        if (atomic_compare_exchange_strong_explicit(&writer_mutex, &v, 1, memory_order_acquire,
-                                                    memory_order_relaxed)) {
-            atomic_store_explicit(&writer_owner, os_gettid(), memory_order_relaxed);
-            return 0;
-        }
+    for (long long waited = 0; !try_lock(); waited += HL_LOCK_NAP_NS) {
         if (waited >= ns)
             return -1;
         os_sleep_ns(HL_LOCK_NAP_NS);
     }
+    atomic_store_explicit(&writer_owner, os_gettid(), memory_order_relaxed);
+    return 0;
 }
 int writer_lock_is_mine(void) {
     return atomic_load_explicit(&writer_owner, memory_order_relaxed) == os_gettid();
