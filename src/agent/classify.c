@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "../common/compiler.h"
 #include "../common/format.h"
 
 #define ST_UNREACHED 0
@@ -16,28 +17,39 @@
 #define ST_POSSIBLE 2
 #define ST_REACHABLE 3
 
+// The granules that hold part of a block, each with the blocks that overlap it (below).
+typedef struct granule_s {
+    uint64_t key;   // granule number + 1; 0: an empty slot
+    uint32_t first; // the first block that overlaps the granule
+    uint32_t count; // and how many do, one after the other in address order
+} granule_t;
+
 typedef struct lc_s {
     const lc_input_t* in;
     uint8_t* state;
     size_t* leader;
     uint32_t* stack;
     size_t top;
-    uintptr_t lo, hi; // [first block start, last block end]
-    uint32_t* granules; // the filter below (NULL: every word in [lo, hi) is searched for)
+    uintptr_t lo, hi;    // [first block start, last block end]
+    granule_t* granules; // the index below (NULL: every word in [lo, hi) is searched for)
     uint32_t granule_mask;
+    unsigned granule_shift;
 } lc_t;
 
 // Most words that fall between the first block and the last point at no block at all: the
 // heap's span holds other mappings (a compiler's own garbage-collected pages, thread stacks,
 // libraries), and a binary search over every block is a chain of dependent loads, 15-20 of
-// them. So the granules of LC_GRANULE_SHIFT bits that hold part of a block are kept in a hash
-// set first, and a word whose granule is not there is passed over at one probe. The set's
-// slots hold granule + 1 (0: empty); it is kept at most half full, and a heap whose blocks
-// cover more granules than LC_FILTER_MAX_SLOTS / 2 (huge blocks spread everywhere) goes
-// without it, as before.
-#define LC_GRANULE_SHIFT 16                   // 64 KiB: a heap's small blocks share granules
+// them. So the granules that hold part of a block are kept in a hash table first, each with
+// the run of blocks that overlap it: a word whose granule is not there is passed over at one
+// probe, and one whose granule is there is searched for among that granule's blocks only (a
+// few dozen in a heap of small blocks, where a search of the whole heap took twice the steps).
+// The granule is the smallest from LC_GRANULE_MIN_SHIFT on whose count fits the table at most
+// half full; a heap whose blocks cover more granules than LC_FILTER_MAX_SLOTS / 2 even at
+// LC_GRANULE_MAX_SHIFT (huge blocks spread everywhere) goes without it.
+#define LC_GRANULE_MIN_SHIFT 12               // a page
+#define LC_GRANULE_MAX_SHIFT 20               // 1 MiB
 #define LC_FILTER_MIN_SLOTS 64u
-#define LC_FILTER_MAX_SLOTS ((size_t)1 << 20) // 4 MiB of workspace at most
+#define LC_FILTER_MAX_SLOTS ((size_t)1 << 20) // 16 MiB of workspace at most, touched as used
 
 static size_t filter_slots(size_t nblocks) {
     size_t slots = LC_FILTER_MIN_SLOTS;
@@ -46,56 +58,80 @@ static size_t filter_slots(size_t nblocks) {
     return slots;
 }
 
+// The workspace: the marking stack (2n + 2 entries), then the granule index's slots.
+static size_t stack_bytes(size_t n) {
+    size_t bytes = (2 * n + 2) * sizeof(uint32_t);
+    return (bytes + sizeof(granule_t) - 1) / sizeof(granule_t) * sizeof(granule_t);
+}
+
 size_t lc_workspace_size(size_t n) {
-    return (2 * n + 2) * sizeof(uint32_t) + filter_slots(n) * sizeof(uint32_t);
+    return stack_bytes(n) + filter_slots(n) * sizeof(granule_t);
 }
 
-static inline uint32_t granule_slot(uint32_t g, uint32_t mask) {
-    return (g * 0x9E3779B1u) >> 7 & mask;
+static inline uint32_t granule_slot(uint64_t key, uint32_t mask) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & mask;
 }
 
-static inline int granule_has_block(const lc_t* c, uintptr_t w) {
-    uint32_t g = (uint32_t)(w >> LC_GRANULE_SHIFT) + 1, i = granule_slot(g, c->granule_mask), v;
-    while ((v = c->granules[i]) != 0) {
-        if (v == g)
-            return 1;
-        i = (i + 1) & c->granule_mask;
-    }
-    return 0;
-}
-
-// The set of granules the blocks cover; blocks come in address order, so each granule is met
-// in one run and put in once. Leaves c->granules NULL when the set would be too full.
-static void build_granule_filter(lc_t* c, uint32_t* slots, size_t nslots) {
-    const lc_input_t* in = c->in;
-    if ((uint64_t)((c->hi - 1) >> LC_GRANULE_SHIFT) >= UINT32_MAX) // granule + 1 must fit
-        return;
-    memset(slots, 0, nslots * sizeof *slots);
-    uint32_t mask = (uint32_t)(nslots - 1);
+// The granules blocks [0, n) cover at this shift, counting stopped past `enough`.
+static size_t granules_covered(const lc_input_t* in, unsigned shift, size_t enough) {
     size_t count = 0;
     uintptr_t last = UINTPTR_MAX;
+    for (size_t i = 0; i < in->nblocks && count <= enough; i++) {
+        uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
+        uintptr_t g = in->starts[i] >> shift, end = (in->starts[i] + size - 1) >> shift;
+        count += end - g + (g != last);
+        last = end;
+    }
+    return count;
+}
+
+// Builds the index; blocks come in address order, so the blocks over a granule are met one
+// after the other and its slot is made at the first of them. Leaves c->granules NULL when no
+// granule size fits the table.
+static void build_granule_index(lc_t* c, granule_t* slots, size_t max_slots) {
+    const lc_input_t* in = c->in;
+    unsigned shift = LC_GRANULE_MIN_SHIFT;
+    size_t count;
+    while ((count = granules_covered(in, shift, max_slots / 2)) > max_slots / 2)
+        if (++shift > LC_GRANULE_MAX_SHIFT)
+            return;
+    size_t nslots = LC_FILTER_MIN_SLOTS;
+    while (nslots < 2 * count)
+        nslots *= 2;
+    memset(slots, 0, nslots * sizeof *slots);
+    uint32_t mask = (uint32_t)(nslots - 1);
+    granule_t* open = NULL; // the slot of the last granule met
     for (size_t i = 0; i < in->nblocks; i++) {
         uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
-        uintptr_t g = in->starts[i] >> LC_GRANULE_SHIFT, end = (in->starts[i] + size - 1) >> LC_GRANULE_SHIFT;
-        if (g == last)
-            g++;
+        uint64_t g = in->starts[i] >> shift, end = (in->starts[i] + size - 1) >> shift;
         for (; g <= end; g++) {
-            if (++count > nslots / 2)
-                return;
-            uint32_t v = (uint32_t)g + 1, at = granule_slot(v, mask);
-            while (slots[at])
+            if (open && open->key == g + 1) {
+                open->count++;
+                continue;
+            }
+            uint32_t at = granule_slot(g + 1, mask);
+            while (slots[at].key)
                 at = (at + 1) & mask;
-            slots[at] = v;
+            open = &slots[at];
+            *open = (granule_t){g + 1, (uint32_t)i, 1};
         }
-        last = end;
     }
     c->granules = slots;
     c->granule_mask = mask;
+    c->granule_shift = shift;
 }
 
-// May w point into a block? 0 when it surely does not.
-static inline int may_hold_block(const lc_t* c, uintptr_t w) {
-    return w >= c->lo && w < c->hi && (!c->granules || granule_has_block(c, w));
+// The last of blocks [lo, hi) that starts at or before w (lo when none does).
+static inline size_t last_start_at_or_before(const uintptr_t* s, size_t lo, size_t hi,
+                                             uintptr_t w) {
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (s[mid] <= w)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 // Index of the block containing w, or -1. A zero-sized block is "contained" at its start.
@@ -104,13 +140,19 @@ static inline long find_block(const lc_t* c, uintptr_t w) {
         return -1;
     const uintptr_t* s = c->in->starts;
     size_t lo = 0, hi = c->in->nblocks;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (s[mid] <= w)
-            lo = mid;
-        else
-            hi = mid;
+    if (c->granules) {
+        uint64_t key = (w >> c->granule_shift) + 1;
+        uint32_t at = granule_slot(key, c->granule_mask);
+        const granule_t* g;
+        while ((g = &c->granules[at])->key != key) {
+            if (!g->key)
+                return -1;
+            at = (at + 1) & c->granule_mask;
+        }
+        lo = g->first;
+        hi = lo + g->count;
     }
+    lo = last_start_at_or_before(s, lo, hi, w);
     if (s[lo] > w)
         return -1;
     size_t size = c->in->sizes[lo];
@@ -169,28 +211,26 @@ static int heuristic_says_start(const lc_t* c, size_t i, uintptr_t ptr) {
 
 static inline void push(lc_t* c, size_t i) { c->stack[c->top++] = (uint32_t)i; }
 
-static void mark_ptr(lc_t* c, uintptr_t w, int prior_definite) {
-    long i = find_block(c, w);
-    if (i < 0)
-        return;
-    int via_start = w == c->in->starts[i] || heuristic_says_start(c, (size_t)i, w);
+// w points into block i: its state moves on as memcheck's would.
+static HL_NOINLINE void mark_block(lc_t* c, size_t i, uintptr_t w, int prior_definite) {
+    int via_start = w == c->in->starts[i] || heuristic_says_start(c, i, w);
     if (via_start && prior_definite) {
         if (c->state[i] != ST_REACHABLE) {
             c->state[i] = ST_REACHABLE;
-            push(c, (size_t)i);
+            push(c, i);
         }
     } else if (c->state[i] == ST_UNREACHED) {
         c->state[i] = ST_POSSIBLE;
-        push(c, (size_t)i);
+        push(c, i);
     }
 }
 
 static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_definite) {
     lo = (lo + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK;
     for (uintptr_t a = lo; a + HL_WORD <= hi; a += HL_WORD) {
-        uintptr_t w = *(const uintptr_t*)a;
-        if (may_hold_block(c, w))
-            mark_ptr(c, w, prior_definite);
+        long i = find_block(c, *(const uintptr_t*)a);
+        if (i >= 0)
+            mark_block(c, (size_t)i, *(const uintptr_t*)a, prior_definite);
     }
 }
 
@@ -198,7 +238,7 @@ static void scan_range_clique(lc_t* c, uintptr_t lo, uintptr_t hi, size_t leader
     for (uintptr_t a = (lo + HL_WORD_MASK) & ~(uintptr_t)HL_WORD_MASK; a + HL_WORD <= hi;
          a += HL_WORD) {
         uintptr_t w = *(const uintptr_t*)a;
-        long j = may_hold_block(c, w) ? find_block(c, w) : -1;
+        long j = find_block(c, w);
         if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
             continue;
         c->state[j] = ST_INDIRECT;
@@ -252,7 +292,7 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* work
     lc_t c = {.in = in, .state = kind, .leader = leader, .stack = workspace};
     c.lo = in->starts[0];
     c.hi = in->starts[n - 1] + (in->sizes[n - 1] ? in->sizes[n - 1] : 1);
-    build_granule_filter(&c, (uint32_t*)workspace + 2 * n + 2, filter_slots(n));
+    build_granule_index(&c, (granule_t*)((char*)workspace + stack_bytes(n)), filter_slots(n));
     memset(kind, ST_UNREACHED, n);
     for (size_t i = 0; i < n; i++)
         leader[i] = SIZE_MAX;

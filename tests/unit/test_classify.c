@@ -300,8 +300,8 @@ TEST(large_block_read_only_where_held) {
     }
 }
 
-// A block over more granules than the classifier keeps a set of (a few blocks, one of 6 MiB):
-// it goes without the set, with the same verdicts.
+// A block over many granules (a few blocks, one of 6 MiB: the index takes granules of 1 MiB):
+// a word anywhere in it finds it.
 TEST(huge_block_over_many_granules) {
     heap_t h;
     reset(&h);
@@ -323,6 +323,65 @@ TEST(huge_block_over_many_granules) {
     munmap(s.map, s.map_len);
 }
 
+// Sixty blocks of 16 bytes, 32 apart, in one page (the granule the index starts from): each
+// word is searched for among the granule's own blocks. A root points at the start of every
+// third, into every third but one, and at the gap after the rest.
+TEST(many_blocks_in_one_granule) {
+    heap_t h;
+    reset(&h);
+    spread_t s;
+    ASSERT_TRUE(spread_make(&s, 4096) == 0);
+    void* roots[60];
+    for (int i = 0; i < 60; i++) {
+        uint8_t* b = spread_block(&h, &s, (size_t)i * 32, 16);
+        roots[i] = i % 3 == 0 ? b : i % 3 == 1 ? b + 8 : b + 16;
+    }
+    classify(&h, roots, 60);
+    for (int i = 0; i < 60; i++)
+        EXPECT_EQ_U(h.kind[i], i % 3 == 0   ? HL_LEAK_REACHABLE
+                               : i % 3 == 1 ? HL_LEAK_POSSIBLE
+                                            : HL_LEAK_DEFINITE);
+    munmap(s.map, s.map_len);
+}
+
+// A block that starts in one page and ends in the next is among the second page's blocks too:
+// a word into its tail finds it, and one into the second page before it ends finds no other.
+TEST(block_reaching_into_the_next_granule) {
+    heap_t h;
+    reset(&h);
+    spread_t s;
+    ASSERT_TRUE(spread_make(&s, 3 * 4096) == 0);
+    spread_block(&h, &s, 64, 32);
+    uint8_t* spans = spread_block(&h, &s, 4096 - 64, 256);
+    void** next = spread_block(&h, &s, 4096 + 512, 32);
+    spread_block(&h, &s, 4096 + 1024, 32); // pointed at only through the gap before it
+    void* roots[3] = {spans + 128, next, s.base + 4096 + 1000};
+    classify(&h, roots, 3);
+    EXPECT_EQ_U(h.kind[0], HL_LEAK_DEFINITE);
+    EXPECT_EQ_U(h.kind[1], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[2], HL_LEAK_REACHABLE);
+    EXPECT_EQ_U(h.kind[3], HL_LEAK_DEFINITE);
+    munmap(s.map, s.map_len);
+}
+
+// Two blocks over more granules than the table holds even at its largest granule (64 slots,
+// at most 32 granules of 1 MiB, for 40 MiB): the classifier goes without the index, with the
+// same verdicts.
+TEST(blocks_beyond_the_index_go_without_it) {
+    heap_t h;
+    reset(&h);
+    spread_t s;
+    ASSERT_TRUE(spread_make(&s, 48u << 20) == 0);
+    uint8_t* big = spread_block(&h, &s, 0, 40u << 20);
+    void** after = spread_block(&h, &s, (44u << 20) + 32, 64);
+    after[0] = big + (39u << 20); // a possibly lost block's interior pointer keeps it possible
+    void* roots[2] = {after, s.base + (42u << 20)};
+    classify(&h, roots, 2);
+    EXPECT_EQ_U(h.kind[0], HL_LEAK_POSSIBLE);
+    EXPECT_EQ_U(h.kind[1], HL_LEAK_REACHABLE);
+    munmap(s.map, s.map_len);
+}
+
 int main(void) {
     RUN_TEST(start_pointer_from_root_is_reachable_and_chains);
     RUN_TEST(unreferenced_is_definite_and_what_it_holds_is_indirect);
@@ -336,5 +395,8 @@ int main(void) {
     RUN_TEST(far_apart_blocks_and_pointers_between_them);
     RUN_TEST(huge_block_over_many_granules);
     RUN_TEST(large_block_read_only_where_held);
+    RUN_TEST(many_blocks_in_one_granule);
+    RUN_TEST(block_reaching_into_the_next_granule);
+    RUN_TEST(blocks_beyond_the_index_go_without_it);
     return TEST_SUMMARY();
 }
