@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <unwind.h>
 
 #include "../common/compiler.h"
@@ -563,7 +564,18 @@ typedef struct unwind_state_s {
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
+    int is_populated;    // made present whole (HL_STATE_POPULATE_AT)
+    size_t bytes;        // the state's mapping, its walks included
 } unwind_state_t;
+
+// The thread of a single-threaded process that has walked this many stacks goes on to touch
+// nearly all of its state (rules land on pages at random, new walks take the slots in turn):
+// the rest is made present in one call then, instead of a fault a page (about 160 in every
+// short compiler process, a third of what tracing adds to its page faults, 0.1-0.2 ms), for up
+// to 0.3 MiB more of a small program's memory. The threads of a threaded program keep only the
+// pages they touch: 32 threads allocating a thousand times each were a third slower with theirs
+// made present, and took 3 MiB more.
+#define HL_STATE_POPULATE_AT 8
 
 // One walk's arrays, for `depth` frames (walk_lay_out's order), to a cache line.
 static size_t walk_bytes(int depth) {
@@ -591,10 +603,12 @@ static void walk_lay_out(last_stack_t* w, char* at, int depth) {
 // A state whose walks have room for `depth` frames; NULL when there is no memory for it.
 static unwind_state_t* state_make(int depth) {
     size_t each = walk_bytes(depth);
-    unwind_state_t* st = os_map(sizeof(unwind_state_t) + 2 * HL_RECENT * each);
+    size_t bytes = sizeof(unwind_state_t) + 2 * HL_RECENT * each;
+    unwind_state_t* st = os_map(bytes);
     if (!st)
         return NULL;
     st->depth = depth;
+    st->bytes = bytes;
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
         for (int k = 0; k < HL_RECENT; k++, at += each)
@@ -990,6 +1004,11 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     const last_stack_t* theirs = &other->walks[other->latest];
     if (after_other && other->generation == generation && (theirs->is_complete || theirs->n >= max))
         last = theirs; // not a release walk cut short: its outer frames are the whole stack's
+    if (hl_unlikely(st->seq >= HL_STATE_POPULATE_AT && !st->is_populated) &&
+        __libc_single_threaded) {
+        st->is_populated = 1;
+        os_populate(st, st->bytes);
+    }
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
