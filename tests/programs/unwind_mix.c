@@ -276,7 +276,82 @@ NOINLINE static void alias_pairs(void) {
     alias_mode = 0;
 }
 
+// Long functions whose call sites stand at different CFA offsets (stack arguments pushed for
+// some calls and still there at the return address, early returns in between, each an epilogue
+// that the CFA program remembers and restores around): the agent works out a later call site's
+// rule from where it stopped in the same function's instructions, an earlier one's from the
+// start, and keeps that place for a few functions only. Called site by site forward, backward,
+// and across more functions in turn than it keeps.
+NOINLINE static void lose_far(size_t size, int tag, long a, long b, long c, long d, long e,
+                              long f, long g) {
+    lose(size + (size_t)((a + b + c + d + e + f + g) & 7), tag);
+    NO_TAIL_CALL();
+}
+#define LONG_FUNCTION(name)                                                                  \
+    NOINLINE static int name(int site, int tag) {                                          \
+        int r = tag;                                                                         \
+        if (site == 0) {                                                                     \
+            lose(8, tag);                                                                    \
+            r += 1;                                                                          \
+        }                                                                                    \
+        if (site == 1) {                                                                     \
+            lose_far(16, tag, r, 2, 3, 4, 5, 6, 7);                                          \
+            if (tag & 1)                                                                     \
+                return r;                                                                    \
+        }                                                                                    \
+        if (site == 2) {                                                                     \
+            lose(24, tag);                                                                   \
+            if (tag & 2)                                                                     \
+                return r + 2;                                                                \
+        }                                                                                    \
+        if (site == 3) {                                                                     \
+            lose_far(32, tag, r, r, 3, 4, 5, r, 7);                                          \
+            r *= 3;                                                                          \
+        }                                                                                    \
+        if (site == 4) {                                                                     \
+            lose(40, tag);                                                                   \
+            if (tag & 4)                                                                     \
+                return r - 1;                                                                \
+        }                                                                                    \
+        if (site == 5) {                                                                     \
+            lose_far(48, tag, 1, r, 3, r, 5, 6, r);                                          \
+            r ^= 5;                                                                          \
+        }                                                                                    \
+        if (site == 6) {                                                                     \
+            lose(56, tag);                                                                   \
+            if (tag & 8)                                                                     \
+                return r + 7;                                                                \
+        }                                                                                    \
+        if (site == 7)                                                                       \
+            lose_far(64, tag, r, 2, r, 4, r, 6, r);                                          \
+        sink[site] = (void*)(uintptr_t)r;                                                    \
+        return r;                                                                            \
+    }
+LONG_FUNCTION(long_a)
+LONG_FUNCTION(long_b)
+LONG_FUNCTION(long_c)
+LONG_FUNCTION(long_d)
+LONG_FUNCTION(long_e)
+LONG_FUNCTION(long_f)
+LONG_FUNCTION(long_g)
+LONG_FUNCTION(long_h)
+typedef int (*long_fn)(int, int);
+NOINLINE static void long_functions(void) {
+    static const long_fn fns[] = {long_a, long_b, long_c, long_d, long_e, long_f, long_g, long_h};
+    for (int site = 0; site < 8; site++) // forward in long_a
+        long_a(site, site);
+    for (int site = 7; site >= 0; site--) // backward in long_b
+        long_b(site, site);
+    for (int round = 0; round < 2; round++) // across six in turn, forward then backward
+        for (int k = 0; k < 8; k++)
+            for (int f = 2; f < 8; f++)
+                fns[f](round ? 7 - k : k, k + f);
+    for (int site = 0; site < 8; site += 3) // long_a again, past what it kept of it
+        long_a(site, 15);
+}
+
 int main(void) {
+    long_functions();
     for (int i = 0; i < 2000; i++)
         (i & 1 ? from_one : from_two)(i);
     tree(6, 1);
