@@ -7,7 +7,9 @@
 # && make -C DIR), BUILD_B this tree's. WORKLOADS="churn_unique tree_paths ..." picks others:
 # churn_deep, tree, cxx, churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19
 # levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them),
-# sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed).
+# sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed), cc1 (gcc's cc1 -O2
+# on gen_c.py's 30,000-line file) and make (make -s -j2 of this project, a fresh copy before
+# each run, untimed; every child traced).
 # "paired" is the median of each round's own B/A wall-time ratio, the two runs of a round back
 # to back (which first alternates): this machine's speed drifts by a tenth over minutes, which
 # moves both medians apart and a round's two runs together. Times come from measure.c (to the
@@ -41,17 +43,30 @@ args_of() { # workload name -> its program and arguments
     tree_paths) echo "$W/tree 19 --recursive" ;;
     procs) echo "/bin/sh $here/procs.sh $W/tiny_malloc 200" ;;
     sqlite) echo "sqlite3 :memory:" ;;
+    cc1) echo "$(gcc -print-prog-name=cc1) -quiet -O2 $W/cc1.c -o /dev/null" ;;
+    make) echo "make -s -j2 -C $W/make_run" ;;
     *) echo "$W/$1" ;;
     esac
+}
+prepare() { # workload name: what it needs made before the rounds; 1 when it cannot run
+    case $1 in
+    sqlite)
+        command -v sqlite3 >/dev/null || { echo "$1: sqlite3 is not installed"; return 1; }
+        [ -s "$W/sqlite.sql" ] || python3 "$here/gen_sql.py" 200000 >"$W/sqlite.sql" ;;
+    cc1) [ -s "$W/cc1.c" ] || python3 "$here/gen_c.py" 30000 >"$W/cc1.c" ;;
+    make)
+        mkdir -p "$W/make_src" && git -C "$here/.." archive HEAD | tar -x -C "$W/make_src" ;;
+    esac
+}
+before_run() { # workload name: what each run needs made anew (untimed)
+    [ "$1" = make ] && rm -rf "$W/make_run" && cp -a "$W/make_src" "$W/make_run"
+    return 0
 }
 for name in ${WORKLOADS:-churn_deep tree cxx churn_mix}; do
     w=$(args_of "$name")
     IN=/dev/null
-    if [ "$name" = sqlite ]; then
-        command -v sqlite3 >/dev/null || { echo "$name: sqlite3 is not installed"; continue; }
-        IN=$W/sqlite.sql
-        [ -s "$IN" ] || python3 "$here/gen_sql.py" 200000 >"$IN" || continue
-    fi
+    prepare "$name" || continue
+    [ "$name" = sqlite ] && IN=$W/sqlite.sql
     ca=() cb=() wa=() wb=() pairs=()
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a ? b / a : 0 }'; }
     for r in $(seq "$ROUNDS"); do
@@ -59,6 +74,7 @@ for name in ${WORKLOADS:-churn_deep tree cxx churn_mix}; do
         order="A B"
         [ $((r % 2)) = 0 ] && order="B A"
         for which in $order; do
+            before_run "$name" || exit 1
             if [ "$which" = A ]; then
                 read -r c wl < <(IN=$IN run_ms "$W/A/heaplens" run -q -o "$W/t.%p.hl" -- $w)
                 ca+=("$c") wa+=("$wl") round_a=$wl
