@@ -49,7 +49,7 @@ typedef struct lc_s {
 #define LC_GRANULE_MIN_SHIFT 12               // a page
 #define LC_GRANULE_MAX_SHIFT 20               // 1 MiB
 #define LC_FILTER_MIN_SLOTS 64u
-#define LC_FILTER_MAX_SLOTS ((size_t)1 << 20) // 16 MiB of workspace at most, touched as used
+#define LC_FILTER_MAX_SLOTS ((size_t)1 << 18) // 4 MiB of workspace at most, as before the index
 
 static size_t filter_slots(size_t nblocks) {
     size_t slots = LC_FILTER_MIN_SLOTS;
