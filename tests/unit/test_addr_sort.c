@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// test_addr_sort.c - addr_sort.c alone: keys put in order with their sizes and collection
+// indices moved along, against qsort of the same pairs: random addresses, a heap's (shared top
+// bits), runs already in order one after another, reversed, equal keys, every small length.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/agent/addr_sort.h"
+#include "harness.h"
+
+typedef struct pair_s {
+    uintptr_t key;
+    size_t size;
+} pair_t;
+
+static int by_key(const void* a, const void* b) {
+    const pair_t *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static uint64_t state = 88172645463325252ull;
+static uint64_t next_random(void) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+}
+
+// Sorts keys (sizes: each key's own function of it, so a size left behind shows) and checks the
+// result against qsort, and that order[i] names where each came from.
+static int sorts_right(uintptr_t* keys, size_t n) {
+    size_t* sizes = malloc((n + 1) * sizeof *sizes);
+    uint32_t* order = malloc((n + 1) * sizeof *order);
+    uintptr_t* before = malloc((n + 1) * sizeof *before);
+    pair_t* want = malloc((n + 1) * sizeof *want);
+    void* ws = malloc(addr_sort_workspace_size());
+    int ok = sizes && order && before && want && ws;
+    for (size_t i = 0; ok && i < n; i++) {
+        sizes[i] = (size_t)(keys[i] * 7 + 3);
+        order[i] = (uint32_t)i;
+        before[i] = keys[i];
+        want[i] = (pair_t){keys[i], sizes[i]};
+    }
+    if (ok) {
+        qsort(want, n, sizeof *want, by_key);
+        addr_sort(keys, sizes, order, n, ws);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = keys[i] == want[i].key && sizes[i] == want[i].size && order[i] < n &&
+                 before[order[i]] == keys[i];
+    }
+    free(sizes);
+    free(order);
+    free(before);
+    free(want);
+    free(ws);
+    return ok;
+}
+
+TEST(every_small_length) {
+    for (size_t n = 0; n <= 80; n++) {
+        uintptr_t keys[80];
+        for (size_t i = 0; i < n; i++)
+            keys[i] = (uintptr_t)(next_random() & 0xffff) * 16;
+        EXPECT_TRUE(sorts_right(keys, n));
+    }
+}
+
+TEST(random_addresses) {
+    size_t n = 200000;
+    uintptr_t* keys = malloc(n * sizeof *keys);
+    ASSERT_TRUE(keys != NULL);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (uintptr_t)next_random();
+    EXPECT_TRUE(sorts_right(keys, n));
+    free(keys);
+}
+
+// A heap's blocks: 16-byte aligned, within 64 MiB of one base, so the top digits are equal.
+TEST(a_heap_with_shared_top_bits) {
+    size_t n = 300000;
+    uintptr_t* keys = malloc(n * sizeof *keys);
+    ASSERT_TRUE(keys != NULL);
+    uintptr_t base = (uintptr_t)0x55d4a1c00000ull;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = base + (uintptr_t)(next_random() % (64u << 20)) / 16 * 16;
+    EXPECT_TRUE(sorts_right(keys, n));
+    free(keys);
+}
+
+// What the live table gives: runs in address order one after another (headed blocks, then the
+// direct map's regions, not in address order among them), and the same reversed.
+TEST(runs_in_order_and_reversed) {
+    size_t n = 100000;
+    uintptr_t* keys = malloc(n * sizeof *keys);
+    ASSERT_TRUE(keys != NULL);
+    for (size_t i = 0; i < n; i++) {
+        size_t run = i / 20000;
+        keys[i] = (uintptr_t)((5 - run) << 24) + (i % 20000) * 48;
+    }
+    EXPECT_TRUE(sorts_right(keys, n));
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (uintptr_t)(n - i) * 32;
+    EXPECT_TRUE(sorts_right(keys, n));
+    for (size_t i = 0; i < n; i++) // in order already: one pass, nothing moved
+        keys[i] = (uintptr_t)i * 32;
+    EXPECT_TRUE(sorts_right(keys, n));
+    free(keys);
+}
+
+TEST(equal_keys) {
+    size_t n = 5000;
+    uintptr_t* keys = malloc(n * sizeof *keys);
+    ASSERT_TRUE(keys != NULL);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = 0x7f0000001000u + (uintptr_t)(next_random() % 3) * 0x100000;
+    EXPECT_TRUE(sorts_right(keys, n));
+    for (size_t i = 0; i < n; i++)
+        keys[i] = 42;
+    EXPECT_TRUE(sorts_right(keys, n));
+    free(keys);
+}
+
+int main(void) {
+    RUN_TEST(every_small_length);
+    RUN_TEST(random_addresses);
+    RUN_TEST(a_heap_with_shared_top_bits);
+    RUN_TEST(runs_in_order_and_reversed);
+    RUN_TEST(equal_keys);
+    return TEST_SUMMARY();
+}
