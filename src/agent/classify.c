@@ -27,7 +27,7 @@ typedef struct granule_s {
 typedef struct lc_s {
     const lc_input_t* in;
     uint8_t* state;
-    size_t* leader;
+    uint32_t* leader;
     uint32_t* stack;
     size_t top;
     uintptr_t lo, hi;    // [first block start, last block end]
@@ -242,7 +242,7 @@ static void scan_range_clique(lc_t* c, uintptr_t lo, uintptr_t hi, size_t leader
         if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
             continue;
         c->state[j] = ST_INDIRECT;
-        c->leader[j] = leader;
+        c->leader[j] = (uint32_t)leader;
         push(c, (size_t)j);
     }
 }
@@ -285,7 +285,7 @@ static void drain_clique(lc_t* c, size_t leader) {
         scan_block(c, c->stack[--c->top], leader, 0);
 }
 
-void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* workspace) {
+void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* workspace) {
     size_t n = in->nblocks;
     if (n == 0)
         return;
@@ -295,7 +295,7 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* work
     build_granule_index(&c, (granule_t*)((char*)workspace + stack_bytes(n)), filter_slots(n));
     memset(kind, ST_UNREACHED, n);
     for (size_t i = 0; i < n; i++)
-        leader[i] = SIZE_MAX;
+        leader[i] = LC_NO_LEADER;
 
     for (size_t r = 0; r < in->nroots; r++) {
         scan_range_marking(&c, in->roots[r].lo, in->roots[r].hi, 1);

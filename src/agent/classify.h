@@ -35,8 +35,10 @@ typedef struct lc_input_s {
 // Workspace the caller provides: lc_workspace_size(n) bytes, any alignment of 8.
 size_t lc_workspace_size(size_t nblocks);
 
-// Classify every block. kind[i] receives HL_LEAK_*; leader[i] receives, for an indirectly lost
-// block, the index of the definitely lost block through which it is lost (else SIZE_MAX).
-void lc_classify(const lc_input_t* in, uint8_t* kind, size_t* leader, void* workspace);
+// Classify every block (fewer than LC_NO_LEADER of them). kind[i] receives HL_LEAK_*; leader[i]
+// receives, for an indirectly lost block, the index of the definitely lost block through which
+// it is lost (else LC_NO_LEADER).
+#define LC_NO_LEADER UINT32_MAX
+void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* workspace);
 
 #endif

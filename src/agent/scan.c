@@ -339,7 +339,7 @@ static void* take(arena_t* a, size_t bytes) {
 // ---------------------------------------------------------------------------------------------
 // The live table's blocks by address: starts and sizes, put in address order where they were
 // collected (addr_sort.c), order[i] the index in collection order of the i-th, by which the
-// rest of what was collected (raw_*) is found; verdicts by address. About 48 bytes a block,
+// rest of what was collected (raw_*) is found; verdicts by address. About 44 bytes a block,
 // where a sort into second copies took 76 (a program that exits holding millions of small
 // blocks had its peak memory set by its exit scan).
 typedef struct scan_blocks_s {
@@ -353,7 +353,7 @@ typedef struct scan_blocks_s {
     size_t* sizes;
     uint32_t* order;
     uint8_t* kind;
-    size_t* leader;
+    uint32_t* leader;
     void* workspace; // classify.c's
     void* sort_workspace; // addr_sort.c's
 } scan_blocks_t;
@@ -369,7 +369,7 @@ static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
     b->sizes = take(a, cap * sizeof(size_t));
     b->order = take(a, cap * sizeof(uint32_t));
     b->kind = take(a, cap);
-    b->leader = take(a, cap * sizeof(size_t));
+    b->leader = take(a, cap * sizeof(uint32_t));
     b->workspace = take(a, lc_workspace_size(cap));
     b->sort_workspace = take(a, addr_sort_workspace_size());
 }
@@ -895,11 +895,11 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
         enc_u(enc, b->sizes[i]);
         enc_u(enc, b->raw_stacks[o]);
         enc_u(enc, b->raw_fns[o]);
-        if (b->kind[i] == HL_LEAK_INDIRECT && b->leader[i] != SIZE_MAX) {
+        if (b->kind[i] == HL_LEAK_INDIRECT && b->leader[i] != LC_NO_LEADER) {
             // Follow leaders that were themselves absorbed by a later clique.
             size_t l = b->leader[i];
             for (int hops = 0;
-                 b->kind[l] == HL_LEAK_INDIRECT && b->leader[l] != SIZE_MAX && hops < 64; hops++)
+                 b->kind[l] == HL_LEAK_INDIRECT && b->leader[l] != LC_NO_LEADER && hops < 64; hops++)
                 l = b->leader[l];
             enc_u(enc, b->starts[l]);
         } else {

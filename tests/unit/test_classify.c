@@ -17,7 +17,7 @@ typedef struct heap_s {
     void* mem[MAXB];
     size_t n;
     uint8_t kind[MAXB];
-    size_t leader[MAXB];
+    uint32_t leader[MAXB];
 } heap_t;
 
 // Blocks are carved from one arena in address order, as the classifier requires.
