@@ -65,59 +65,68 @@ TEST(every_small_length) {
     }
 }
 
-TEST(random_addresses) {
-    size_t n = 200000;
+// Keys made by key_at(i, n) for i in [0, n), sorted and checked.
+static int sorts_made(size_t n, uintptr_t (*key_at)(size_t i, size_t n)) {
     uintptr_t* keys = malloc(n * sizeof *keys);
-    ASSERT_TRUE(keys != NULL);
+    if (!keys)
+        return 0;
     for (size_t i = 0; i < n; i++)
-        keys[i] = (uintptr_t)next_random();
-    EXPECT_TRUE(sorts_right(keys, n));
+        keys[i] = key_at(i, n);
+    int ok = sorts_right(keys, n);
     free(keys);
+    return ok;
+}
+
+static uintptr_t random_key(size_t i, size_t n) {
+    (void)i, (void)n;
+    return (uintptr_t)next_random();
 }
 
 // A heap's blocks: 16-byte aligned, within 64 MiB of one base, so the top digits are equal.
-TEST(a_heap_with_shared_top_bits) {
-    size_t n = 300000;
-    uintptr_t* keys = malloc(n * sizeof *keys);
-    ASSERT_TRUE(keys != NULL);
-    uintptr_t base = (uintptr_t)0x55d4a1c00000ull;
-    for (size_t i = 0; i < n; i++)
-        keys[i] = base + (uintptr_t)(next_random() % (64u << 20)) / 16 * 16;
-    EXPECT_TRUE(sorts_right(keys, n));
-    free(keys);
+static uintptr_t heap_key(size_t i, size_t n) {
+    (void)i, (void)n;
+    return (uintptr_t)0x55d4a1c00000ull + (uintptr_t)(next_random() % (64u << 20)) / 16 * 16;
 }
 
 // What the live table gives: runs in address order one after another (headed blocks, then the
-// direct map's regions, not in address order among them), and the same reversed.
+// direct map's regions, not in address order among them).
+static uintptr_t runs_key(size_t i, size_t n) {
+    (void)n;
+    return (uintptr_t)((5 - i / 20000) << 24) + (i % 20000) * 48;
+}
+static uintptr_t reversed_key(size_t i, size_t n) {
+    return (uintptr_t)(n - i) * 32;
+}
+static uintptr_t in_order_key(size_t i, size_t n) { // one pass, nothing moved
+    (void)n;
+    return (uintptr_t)i * 32;
+}
+static uintptr_t three_keys(size_t i, size_t n) {
+    (void)i, (void)n;
+    return 0x7f0000001000u + (uintptr_t)(next_random() % 3) * 0x100000;
+}
+static uintptr_t one_key(size_t i, size_t n) {
+    (void)i, (void)n;
+    return 42;
+}
+
+TEST(random_addresses) {
+    EXPECT_TRUE(sorts_made(200000, random_key));
+}
+
+TEST(a_heap_with_shared_top_bits) {
+    EXPECT_TRUE(sorts_made(300000, heap_key));
+}
+
 TEST(runs_in_order_and_reversed) {
-    size_t n = 100000;
-    uintptr_t* keys = malloc(n * sizeof *keys);
-    ASSERT_TRUE(keys != NULL);
-    for (size_t i = 0; i < n; i++) {
-        size_t run = i / 20000;
-        keys[i] = (uintptr_t)((5 - run) << 24) + (i % 20000) * 48;
-    }
-    EXPECT_TRUE(sorts_right(keys, n));
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (uintptr_t)(n - i) * 32;
-    EXPECT_TRUE(sorts_right(keys, n));
-    for (size_t i = 0; i < n; i++) // in order already: one pass, nothing moved
-        keys[i] = (uintptr_t)i * 32;
-    EXPECT_TRUE(sorts_right(keys, n));
-    free(keys);
+    EXPECT_TRUE(sorts_made(100000, runs_key));
+    EXPECT_TRUE(sorts_made(100000, reversed_key));
+    EXPECT_TRUE(sorts_made(100000, in_order_key));
 }
 
 TEST(equal_keys) {
-    size_t n = 5000;
-    uintptr_t* keys = malloc(n * sizeof *keys);
-    ASSERT_TRUE(keys != NULL);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = 0x7f0000001000u + (uintptr_t)(next_random() % 3) * 0x100000;
-    EXPECT_TRUE(sorts_right(keys, n));
-    for (size_t i = 0; i < n; i++)
-        keys[i] = 42;
-    EXPECT_TRUE(sorts_right(keys, n));
-    free(keys);
+    EXPECT_TRUE(sorts_made(5000, three_keys));
+    EXPECT_TRUE(sorts_made(5000, one_key));
 }
 
 int main(void) {

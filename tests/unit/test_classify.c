@@ -220,6 +220,16 @@ static int spread_make(spread_t* s, size_t len) {
     return 0;
 }
 
+// An empty heap over a new mapping of len bytes.
+static int spread_heap(heap_t* h, spread_t* s, size_t len) {
+    reset(h);
+    return spread_make(s, len);
+}
+
+static void spread_free(spread_t* s) {
+    munmap(s->map, s->map_len);
+}
+
 static void* spread_block(heap_t* h, spread_t* s, size_t offset, size_t size) {
     void* p = s->base + offset;
     h->starts[h->n] = (uintptr_t)p;
@@ -231,9 +241,8 @@ static void* spread_block(heap_t* h, spread_t* s, size_t offset, size_t size) {
 
 TEST(far_apart_blocks_and_pointers_between_them) {
     heap_t h;
-    reset(&h);
     spread_t s;
-    ASSERT_TRUE(spread_make(&s, 8u << 20) == 0);
+    ASSERT_TRUE(spread_heap(&h, &s, 8u << 20) == 0);
     void** b0 = spread_block(&h, &s, 0, 64);
     uint8_t* b1 = spread_block(&h, &s, 1u << 20, 200u << 10); // spans four granules
     void** b2 = spread_block(&h, &s, (3u << 20) + 96, 64);
@@ -252,7 +261,7 @@ TEST(far_apart_blocks_and_pointers_between_them) {
     EXPECT_EQ_U(h.kind[4], HL_LEAK_INDIRECT);
     EXPECT_EQ_U(h.leader[4], 3);
     EXPECT_EQ_U(h.kind[5], HL_LEAK_DEFINITE);
-    munmap(s.map, s.map_len);
+    spread_free(&s);
 }
 
 // A large block is read only where its pages hold anything (lc_input_t.held): a pointer
@@ -295,7 +304,7 @@ TEST(large_block_read_only_where_held) {
             EXPECT_EQ_U(h.kind[3], reached);
             EXPECT_EQ_U(h.kind[1], reached);
             EXPECT_EQ_U(h.kind[2], fails ? reached : HL_LEAK_DEFINITE);
-            munmap(s.map, s.map_len);
+            spread_free(&s);
         }
     }
 }
@@ -304,9 +313,8 @@ TEST(large_block_read_only_where_held) {
 // a word anywhere in it finds it.
 TEST(huge_block_over_many_granules) {
     heap_t h;
-    reset(&h);
     spread_t s;
-    ASSERT_TRUE(spread_make(&s, 8u << 20) == 0);
+    ASSERT_TRUE(spread_heap(&h, &s, 8u << 20) == 0);
     void** b0 = spread_block(&h, &s, 0, 64);
     uint8_t* big = spread_block(&h, &s, 1u << 20, 6u << 20);
     void** tail = spread_block(&h, &s, (7u << 20) + 64, 64);
@@ -320,7 +328,7 @@ TEST(huge_block_over_many_granules) {
     EXPECT_EQ_U(h.kind[1], HL_LEAK_POSSIBLE);
     EXPECT_EQ_U(h.kind[2], HL_LEAK_POSSIBLE);
     EXPECT_EQ_U(h.kind[3], HL_LEAK_DEFINITE);
-    munmap(s.map, s.map_len);
+    spread_free(&s);
 }
 
 // Sixty blocks of 16 bytes, 32 apart, in one page (the granule the index starts from): each
@@ -328,9 +336,8 @@ TEST(huge_block_over_many_granules) {
 // third, into every third but one, and at the gap after the rest.
 TEST(many_blocks_in_one_granule) {
     heap_t h;
-    reset(&h);
     spread_t s;
-    ASSERT_TRUE(spread_make(&s, 4096) == 0);
+    ASSERT_TRUE(spread_heap(&h, &s, 4096) == 0);
     void* roots[60];
     for (int i = 0; i < 60; i++) {
         uint8_t* b = spread_block(&h, &s, (size_t)i * 32, 16);
@@ -341,16 +348,15 @@ TEST(many_blocks_in_one_granule) {
         EXPECT_EQ_U(h.kind[i], i % 3 == 0   ? HL_LEAK_REACHABLE
                                : i % 3 == 1 ? HL_LEAK_POSSIBLE
                                             : HL_LEAK_DEFINITE);
-    munmap(s.map, s.map_len);
+    spread_free(&s);
 }
 
 // A block that starts in one page and ends in the next is among the second page's blocks too:
 // a word into its tail finds it, and one into the second page before it ends finds no other.
 TEST(block_reaching_into_the_next_granule) {
     heap_t h;
-    reset(&h);
     spread_t s;
-    ASSERT_TRUE(spread_make(&s, 3 * 4096) == 0);
+    ASSERT_TRUE(spread_heap(&h, &s, 3 * 4096) == 0);
     spread_block(&h, &s, 64, 32);
     uint8_t* spans = spread_block(&h, &s, 4096 - 64, 256);
     void** next = spread_block(&h, &s, 4096 + 512, 32);
@@ -361,7 +367,7 @@ TEST(block_reaching_into_the_next_granule) {
     EXPECT_EQ_U(h.kind[1], HL_LEAK_POSSIBLE);
     EXPECT_EQ_U(h.kind[2], HL_LEAK_REACHABLE);
     EXPECT_EQ_U(h.kind[3], HL_LEAK_DEFINITE);
-    munmap(s.map, s.map_len);
+    spread_free(&s);
 }
 
 // Two blocks over more granules than the table holds even at its largest granule (64 slots,
@@ -369,9 +375,8 @@ TEST(block_reaching_into_the_next_granule) {
 // same verdicts.
 TEST(blocks_beyond_the_index_go_without_it) {
     heap_t h;
-    reset(&h);
     spread_t s;
-    ASSERT_TRUE(spread_make(&s, 48u << 20) == 0);
+    ASSERT_TRUE(spread_heap(&h, &s, 48u << 20) == 0);
     uint8_t* big = spread_block(&h, &s, 0, 40u << 20);
     void** after = spread_block(&h, &s, (44u << 20) + 32, 64);
     after[0] = big + (39u << 20); // a possibly lost block's interior pointer keeps it possible
@@ -379,7 +384,7 @@ TEST(blocks_beyond_the_index_go_without_it) {
     classify(&h, roots, 2);
     EXPECT_EQ_U(h.kind[0], HL_LEAK_POSSIBLE);
     EXPECT_EQ_U(h.kind[1], HL_LEAK_REACHABLE);
-    munmap(s.map, s.map_len);
+    spread_free(&s);
 }
 
 int main(void) {
