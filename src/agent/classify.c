@@ -16,6 +16,11 @@
 #define ST_INDIRECT 1
 #define ST_POSSIBLE 2
 #define ST_REACHABLE 3
+#define ST_MASK 3
+// Set while the block waits on the marking stack: a block found reachable while it waits there
+// as possibly lost is not pushed again (its scan reads the better state when it comes), so the
+// stack holds each block once at most.
+#define ST_ON_STACK 0x80
 
 // The granules that hold part of a block, each with the blocks that overlap it (below).
 typedef struct granule_s {
@@ -58,9 +63,9 @@ static size_t filter_slots(size_t nblocks) {
     return slots;
 }
 
-// The workspace: the marking stack (2n + 2 entries), then the granule index's slots.
+// The workspace: the marking stack (n + 2 entries), then the granule index's slots.
 static size_t stack_bytes(size_t n) {
-    size_t bytes = (2 * n + 2) * sizeof(uint32_t);
+    size_t bytes = (n + 2) * sizeof(uint32_t);
     return (bytes + sizeof(granule_t) - 1) / sizeof(granule_t) * sizeof(granule_t);
 }
 
@@ -209,19 +214,34 @@ static int heuristic_says_start(const lc_t* c, size_t i, uintptr_t ptr) {
     return 0;
 }
 
-static inline void push(lc_t* c, size_t i) { c->stack[c->top++] = (uint32_t)i; }
+static inline unsigned state_of(const lc_t* c, size_t i) {
+    return c->state[i] & ST_MASK;
+}
+
+// Block i, in its new state, waits to be scanned (unless it waits already).
+static inline void set_and_push(lc_t* c, size_t i, unsigned state) {
+    if (c->state[i] & ST_ON_STACK) {
+        c->state[i] = (uint8_t)(state | ST_ON_STACK);
+        return;
+    }
+    c->state[i] = (uint8_t)(state | ST_ON_STACK);
+    c->stack[c->top++] = (uint32_t)i;
+}
+
+static inline size_t pop(lc_t* c) {
+    size_t i = c->stack[--c->top];
+    c->state[i] &= (uint8_t)~ST_ON_STACK;
+    return i;
+}
 
 // w points into block i: its state moves on as memcheck's would.
 static HL_NOINLINE void mark_block(lc_t* c, size_t i, uintptr_t w, int prior_definite) {
     int via_start = w == c->in->starts[i] || heuristic_says_start(c, i, w);
     if (via_start && prior_definite) {
-        if (c->state[i] != ST_REACHABLE) {
-            c->state[i] = ST_REACHABLE;
-            push(c, i);
-        }
-    } else if (c->state[i] == ST_UNREACHED) {
-        c->state[i] = ST_POSSIBLE;
-        push(c, i);
+        if (state_of(c, i) != ST_REACHABLE)
+            set_and_push(c, i, ST_REACHABLE);
+    } else if (state_of(c, i) == ST_UNREACHED) {
+        set_and_push(c, i, ST_POSSIBLE);
     }
 }
 
@@ -239,11 +259,10 @@ static void scan_range_clique(lc_t* c, uintptr_t lo, uintptr_t hi, size_t leader
          a += HL_WORD) {
         uintptr_t w = *(const uintptr_t*)a;
         long j = find_block(c, w);
-        if (j < 0 || (size_t)j == leader || c->state[j] != ST_UNREACHED)
+        if (j < 0 || (size_t)j == leader || state_of(c, (size_t)j) != ST_UNREACHED)
             continue;
-        c->state[j] = ST_INDIRECT;
         c->leader[j] = (uint32_t)leader;
-        push(c, (size_t)j);
+        set_and_push(c, (size_t)j, ST_INDIRECT);
     }
 }
 
@@ -273,16 +292,16 @@ static void scan_block(lc_t* c, size_t i, size_t leader, int prior_definite) {
 
 static void drain_marking(lc_t* c) {
     while (c->top > 0) {
-        size_t i = c->stack[--c->top];
-        // A block pushed as possible and later found reachable is pushed again: its second
+        // A block scanned as possible and later found reachable is pushed again: its second
         // scan spreads the better state.
-        scan_block(c, i, SIZE_MAX, c->state[i] == ST_REACHABLE);
+        size_t i = pop(c);
+        scan_block(c, i, SIZE_MAX, state_of(c, i) == ST_REACHABLE);
     }
 }
 
 static void drain_clique(lc_t* c, size_t leader) {
     while (c->top > 0)
-        scan_block(c, c->stack[--c->top], leader, 0);
+        scan_block(c, pop(c), leader, 0);
 }
 
 void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* workspace) {
@@ -302,13 +321,13 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* wo
         drain_marking(&c);
     }
     for (size_t i = 0; i < n; i++) {
-        if (c.state[i] != ST_UNREACHED)
+        if (state_of(&c, i) != ST_UNREACHED)
             continue;
-        push(&c, i);
+        c.stack[c.top++] = (uint32_t)i; // a leader: its state stays unreached
         drain_clique(&c, i);
     }
     for (size_t i = 0; i < n; i++) {
-        switch (c.state[i]) {
+        switch (state_of(&c, i)) {
         case ST_REACHABLE:
             kind[i] = HL_LEAK_REACHABLE;
             break;

@@ -339,7 +339,7 @@ static void* take(arena_t* a, size_t bytes) {
 // ---------------------------------------------------------------------------------------------
 // The live table's blocks by address: starts and sizes, put in address order where they were
 // collected (addr_sort.c), order[i] the index in collection order of the i-th, by which the
-// rest of what was collected (raw_*) is found; verdicts by address. About 44 bytes a block,
+// rest of what was collected (raw_*) is found; verdicts by address. About 40 bytes a block,
 // where a sort into second copies took 76 (a program that exits holding millions of small
 // blocks had its peak memory set by its exit scan).
 typedef struct scan_blocks_s {
