@@ -390,6 +390,119 @@ TEST(blocks_beyond_the_index_go_without_it) {
     spread_free(&s);
 }
 
+// Random heaps against memcheck's definitions, worked out here the slow way: a block is
+// reachable when a chain of start pointers leads to it from a root, possibly lost when a chain
+// of any pointers does and no chain of start pointers; an unreached block is definitely lost or
+// indirectly lost, and an indirectly lost one's leader (followed through leaders a later clique
+// absorbed) is definitely lost and reaches it through unreached blocks; one that no unreached
+// block points at is definitely lost. Interior pointers stay clear of the offsets memcheck's
+// heuristics take for starts (8 and 24: new[]'s count, a length prefix, a COW string).
+static uint64_t heap_seed = 0x2545F4914F6CDD1Dull;
+static unsigned heap_random(unsigned below) {
+    heap_seed ^= heap_seed << 13;
+    heap_seed ^= heap_seed >> 7;
+    heap_seed ^= heap_seed << 17;
+    return (unsigned)(heap_seed % below);
+}
+
+// The block holding address v (-1: none), and whether v is its start.
+static int holder(const heap_t* h, uintptr_t v, int* at_start) {
+    for (size_t b = 0; b < h->n; b++)
+        if (v >= h->starts[b] && v < h->starts[b] + h->sizes[b]) {
+            *at_start = v == h->starts[b];
+            return (int)b;
+        }
+    return -1;
+}
+
+// The closure from the roots: along start pointers only (starts_only), or along any.
+static void closure(const heap_t* h, void* const* roots, size_t nroots, int starts_only,
+                    uint8_t* in) {
+    memset(in, 0, MAXB);
+    for (size_t r = 0; r < nroots; r++) {
+        int at_start, b = holder(h, (uintptr_t)roots[r], &at_start);
+        if (b >= 0 && (at_start || !starts_only))
+            in[b] = 1;
+    }
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (size_t a = 0; a < h->n; a++)
+            for (size_t w = 0; in[a] && w < h->sizes[a] / sizeof(void*); w++) {
+                int at_start, b = holder(h, ((const uintptr_t*)h->mem[a])[w], &at_start);
+                if (b >= 0 && !in[b] && (at_start || !starts_only))
+                    in[b] = grew = 1;
+            }
+    }
+}
+
+// Does a reach b through pointers among the unreached blocks (not in `any`)?
+static int reaches_unreached(const heap_t* h, const uint8_t* any, size_t a, size_t b) {
+    uint8_t seen[MAXB] = {0};
+    seen[a] = 1;
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (size_t x = 0; x < h->n; x++)
+            for (size_t w = 0; seen[x] && w < h->sizes[x] / sizeof(void*); w++) {
+                int at_start, y = holder(h, ((const uintptr_t*)h->mem[x])[w], &at_start);
+                if (y >= 0 && !any[y] && !seen[y])
+                    seen[y] = grew = 1;
+            }
+    }
+    return seen[b];
+}
+
+TEST(random_heaps_match_the_definitions) {
+    int wrong = 0;
+    for (int round = 0; round < 400 && !wrong; round++) {
+        heap_t h;
+        reset(&h);
+        size_t n = 1 + heap_random(40);
+        for (size_t b = 0; b < n; b++)
+            block(&h, 32 + 8 * heap_random(5));
+        for (unsigned e = heap_random((unsigned)(3 * n) + 1); e > 0; e--) {
+            size_t a = heap_random((unsigned)n), b = heap_random((unsigned)n);
+            size_t word = heap_random((unsigned)(h.sizes[a] / sizeof(void*)));
+            size_t offset = heap_random(3) ? 0 : 16;
+            ((uintptr_t*)h.mem[a])[word] = h.starts[b] + offset;
+        }
+        void* roots[8];
+        size_t nroots = heap_random(9);
+        for (size_t r = 0; r < nroots; r++)
+            roots[r] = (char*)h.mem[heap_random((unsigned)n)] + (heap_random(4) ? 0 : 16);
+        classify(&h, roots, nroots);
+
+        uint8_t reach[MAXB], any[MAXB];
+        closure(&h, roots, nroots, 1, reach);
+        closure(&h, roots, nroots, 0, any);
+        for (size_t b = 0; b < n; b++) {
+            unsigned k = h.kind[b];
+            if (reach[b] || any[b]) {
+                wrong |= k != (reach[b] ? HL_LEAK_REACHABLE : HL_LEAK_POSSIBLE);
+                continue;
+            }
+            int pointed_at = 0; // by another unreached block
+            for (size_t a = 0; a < n && !pointed_at; a++)
+                for (size_t w = 0; !any[a] && a != b && w < h.sizes[a] / sizeof(void*); w++) {
+                    int at_start;
+                    pointed_at |= holder(&h, ((uintptr_t*)h.mem[a])[w], &at_start) == (int)b;
+                }
+            if (k == HL_LEAK_INDIRECT) {
+                uint32_t l = h.leader[b];
+                for (int hops = 0; l < n && h.kind[l] == HL_LEAK_INDIRECT && hops < 64; hops++)
+                    l = h.leader[l];
+                wrong |=
+                    l >= n || h.kind[l] != HL_LEAK_DEFINITE || !reaches_unreached(&h, any, l, b);
+            } else {
+                wrong |= k != HL_LEAK_DEFINITE;
+            }
+            wrong |= !pointed_at && k != HL_LEAK_DEFINITE;
+        }
+        if (wrong)
+            fprintf(stderr, "  round %d (%zu blocks) differs from the definitions\n", round, n);
+    }
+    EXPECT_TRUE(!wrong);
+}
+
 int main(void) {
     RUN_TEST(start_pointer_from_root_is_reachable_and_chains);
     RUN_TEST(unreferenced_is_definite_and_what_it_holds_is_indirect);
@@ -406,5 +519,6 @@ int main(void) {
     RUN_TEST(many_blocks_in_one_granule);
     RUN_TEST(block_reaching_into_the_next_granule);
     RUN_TEST(blocks_beyond_the_index_go_without_it);
+    RUN_TEST(random_heaps_match_the_definitions);
     return TEST_SUMMARY();
 }
