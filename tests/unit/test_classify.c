@@ -415,6 +415,20 @@ static int holder(const heap_t* h, uintptr_t v, int* at_start) {
     return -1;
 }
 
+// Grows the set `in` along pointers out of its blocks (start pointers only, with starts_only)
+// to blocks outside `barred` (NULL: none barred), until it holds still.
+static void grow_set(const heap_t* h, uint8_t* in, const uint8_t* barred, int starts_only) {
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (size_t a = 0; a < h->n; a++)
+            for (size_t w = 0; in[a] && w < h->sizes[a] / sizeof(void*); w++) {
+                int at_start, b = holder(h, ((const uintptr_t*)h->mem[a])[w], &at_start);
+                if (b >= 0 && !in[b] && !(barred && barred[b]) && (at_start || !starts_only))
+                    in[b] = grew = 1;
+            }
+    }
+}
+
 // The closure from the roots: along start pointers only (starts_only), or along any.
 static void closure(const heap_t* h, void* const* roots, size_t nroots, int starts_only,
                     uint8_t* in) {
@@ -424,30 +438,14 @@ static void closure(const heap_t* h, void* const* roots, size_t nroots, int star
         if (b >= 0 && (at_start || !starts_only))
             in[b] = 1;
     }
-    for (int grew = 1; grew;) {
-        grew = 0;
-        for (size_t a = 0; a < h->n; a++)
-            for (size_t w = 0; in[a] && w < h->sizes[a] / sizeof(void*); w++) {
-                int at_start, b = holder(h, ((const uintptr_t*)h->mem[a])[w], &at_start);
-                if (b >= 0 && !in[b] && (at_start || !starts_only))
-                    in[b] = grew = 1;
-            }
-    }
+    grow_set(h, in, NULL, starts_only);
 }
 
 // Does a reach b through pointers among the unreached blocks (not in `any`)?
 static int reaches_unreached(const heap_t* h, const uint8_t* any, size_t a, size_t b) {
     uint8_t seen[MAXB] = {0};
     seen[a] = 1;
-    for (int grew = 1; grew;) {
-        grew = 0;
-        for (size_t x = 0; x < h->n; x++)
-            for (size_t w = 0; seen[x] && w < h->sizes[x] / sizeof(void*); w++) {
-                int at_start, y = holder(h, ((const uintptr_t*)h->mem[x])[w], &at_start);
-                if (y >= 0 && !any[y] && !seen[y])
-                    seen[y] = grew = 1;
-            }
-    }
+    grow_set(h, seen, any, 0);
     return seen[b];
 }
 
