@@ -111,7 +111,7 @@ $(BUILD)/libheaplens-api.a: $(BUILD)/obj/api/heaplens_api.o
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/heaplens: $(CLI_OBJ) $(ANALYZE_OBJ)
-	$(CC) -o $@ $^ -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(CC) -o $@ $^ -ldw -lelf -lzstd -ldl -pthread -lm
 
 # Called by this name, heaplens is `heaplens memcheck` (for tools that take one executable).
 $(BUILD)/heaplens-memcheck: $(BUILD)/heaplens
@@ -149,21 +149,21 @@ $(BUILD)/tests/test_checkopts: tests/unit/test_checkopts.c $(HEADERS) $(TEST_HEA
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<
 $(BUILD)/tests/test_symbols: tests/unit/test_symbols.c src/analyze/symbols.c src/analyze/symcache.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c src/analyze/symcache.c -ldw -lelf -lstdc++ -ldl -pthread
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_symbols.c src/analyze/symbols.c src/analyze/symcache.c src/analyze/demangle.c -ldw -lelf -ldl -pthread
 $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_reader.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 $(BUILD)/tests/test_heap_traced: tests/unit/test_heap_traced.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_heap_traced.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_heap_traced.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 $(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 
 # The agent loaded with dlopen in a child, its own malloc/free/_exit called; the trace read back.
 $(BUILD)/tests/test_agent_core: tests/unit/test_agent_core.c $(BUILD)/libheaplens.so $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) -fno-omit-frame-pointer -Isrc/analyze -Itests -o $@ tests/unit/test_agent_core.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(CC) $(TOOL_CFLAGS) -fno-omit-frame-pointer -Isrc/analyze -Itests -o $@ tests/unit/test_agent_core.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 
 $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
@@ -244,7 +244,7 @@ $(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h $(PAGE_
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/fuzz/obj/cli/main.o: FUZZ_CFLAGS += -Dmain=heaplens_main
 $(BUILD)/fuzz/fuzz_trace: tests/fuzz/fuzz_trace.c tests/fuzz/frame.h $(FUZZ_OBJ) $(HEADERS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -ldw -lelf -lzstd -lstdc++ -ldl -pthread -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 # A trace's records out of it, and records made a trace (hostile traces for tests/integration).
 $(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack: $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/frame.h $(HEADERS)
 	@mkdir -p $(dir $@)

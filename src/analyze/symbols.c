@@ -6,6 +6,7 @@
 // is its own prefetch thread (symbolizer_prefetch), which opens modules and touches nothing else.
 
 #include "symbols.h"
+#include "demangle.h"
 #include "symcache.h"
 
 #include <dwarf.h>
@@ -21,9 +22,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-// From libstdc++ (the C++ ABI); declared by hand because this is a C translation unit.
-char* __cxa_demangle(const char* mangled, char* buf, size_t* len, int* status);
 
 // Deeper inline nests exist only in pathological code; the extra frames are dropped outward.
 #define MAX_CHAIN 64
@@ -197,17 +195,14 @@ static const char* intern(symbolizer_t* sym, const char* s) {
 static const char* intern_function(symbolizer_t* sym, const char* name) {
     if (!name)
         return NULL;
-    if (name[0] == '_' && name[1] == 'Z') {
-        int status = 0;
-        char* demangled = __cxa_demangle(name, NULL, NULL, &status);
-        if (status == -1)
-            sym->oom = true; // a name left mangled for want of memory is no answer to keep
-        if (demangled && status == 0) {
-            const char* r = intern(sym, demangled);
-            free(demangled);
-            return r;
-        }
+    int oom = 0;
+    char* demangled = hl_demangle(name, &oom);
+    if (oom)
+        sym->oom = true; // a name left mangled for want of memory is no answer to keep
+    if (demangled) {
+        const char* r = intern(sym, demangled);
         free(demangled);
+        return r;
     }
     return intern(sym, name);
 }
@@ -373,7 +368,7 @@ uint64_t symbolizer_cache_producer(void) {
     static uint64_t producer;
     if (!producer) {
         const void* code[] = {(const void*)symbolizer_lookup, (const void*)dwfl_begin,
-                              (const void*)__cxa_demangle};
+                              hl_demangler()};
         producer = symcache_producer(code, 3) | 1;
     }
     return producer;

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "demangle.h"
 #include "report_valgrind.h"
-
-char* __cxa_demangle(const char* mangled, char* buf, size_t* len, int* status);
 
 typedef enum { VS_FUN, VS_OBJ, VS_SRC, VS_ANY } vs_frame_kind_t; // VS_ANY: "..."
 
@@ -197,14 +196,8 @@ static int add_pattern(vs_entry_t* e, const char* line) {
     } else if (!strncmp(line, "fun:", 4)) {
         pt.kind = VS_FUN;
         pt.text = strdup(line + 4);
-        if (!strncmp(line + 4, "_Z", 2) && !strpbrk(line + 4, "*?")) {
-            int status = 0;
-            char* d = __cxa_demangle(line + 4, NULL, NULL, &status);
-            if (d && status == 0)
-                pt.demangled = d;
-            else
-                free(d);
-        }
+        if (!strpbrk(line + 4, "*?"))
+            pt.demangled = hl_demangle(line + 4, NULL);
     } else if (!strncmp(line, "obj:", 4)) {
         pt.kind = VS_OBJ;
         pt.text = strdup(line + 4);

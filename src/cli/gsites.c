@@ -22,11 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../analyze/demangle.h"
 #include "../common/checkopts.h"
 #include "cli.h"
 #include "gsites.h"
-
-char* __cxa_demangle(const char* mangled, char* buf, size_t* len, int* status);
 
 // Shared objects looked at in one directory at most: a directory of thousands of libraries is
 // not a program's plugins, and reading them all would delay every run.
@@ -219,11 +218,8 @@ static int cmp_range(const void* a, const void* b) {
 static int name_matches(const regex_t* re, const char* name) {
     if (regexec(re, name, 0, NULL, 0) == 0)
         return 1;
-    if (name[0] != '_' || name[1] != 'Z')
-        return 0;
-    int status = 0;
-    char* demangled = __cxa_demangle(name, NULL, NULL, &status);
-    int hit = demangled && status == 0 && regexec(re, demangled, 0, NULL, 0) == 0;
+    char* demangled = hl_demangle(name, NULL);
+    int hit = demangled && regexec(re, demangled, 0, NULL, 0) == 0;
     free(demangled);
     return hit;
 }
