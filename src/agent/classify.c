@@ -49,16 +49,16 @@ typedef struct lc_s {
 // probe, and one whose granule is there is searched for among that granule's blocks only (a
 // few dozen in a heap of small blocks, where a search of the whole heap took twice the steps).
 // The granule is the smallest from LC_GRANULE_MIN_SHIFT on whose count fits the table at most
-// half full; a heap whose blocks cover more granules than LC_FILTER_MAX_SLOTS / 2 even at
+// half full; a heap whose blocks cover more granules than LC_INDEX_MAX_SLOTS / 2 even at
 // LC_GRANULE_MAX_SHIFT (huge blocks spread everywhere) goes without it.
-#define LC_GRANULE_MIN_SHIFT 12               // a page
-#define LC_GRANULE_MAX_SHIFT 20               // 1 MiB
-#define LC_FILTER_MIN_SLOTS 64u
-#define LC_FILTER_MAX_SLOTS ((size_t)1 << 18) // 4 MiB of workspace at most, as before the index
+#define LC_GRANULE_MIN_SHIFT 12 // a page
+#define LC_GRANULE_MAX_SHIFT 20 // 1 MiB
+#define LC_INDEX_MIN_SLOTS 64u
+#define LC_INDEX_MAX_SLOTS ((size_t)1 << 18) // 4 MiB of workspace, as the filter before it took
 
-static size_t filter_slots(size_t nblocks) {
-    size_t slots = LC_FILTER_MIN_SLOTS;
-    while (slots < 2 * nblocks && slots < LC_FILTER_MAX_SLOTS)
+static size_t index_slots(size_t nblocks) {
+    size_t slots = LC_INDEX_MIN_SLOTS;
+    while (slots < 2 * nblocks && slots < LC_INDEX_MAX_SLOTS)
         slots *= 2;
     return slots;
 }
@@ -70,20 +70,27 @@ static size_t stack_bytes(size_t n) {
 }
 
 size_t lc_workspace_size(size_t n) {
-    return stack_bytes(n) + filter_slots(n) * sizeof(granule_t);
+    return stack_bytes(n) + index_slots(n) * sizeof(granule_t);
 }
 
 static inline uint32_t granule_slot(uint64_t key, uint32_t mask) {
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & mask;
 }
 
+// The first and last granules block i lies in (a zero-sized block in the one at its start).
+static inline void granule_span(const lc_input_t* in, size_t i, unsigned shift, uint64_t* first,
+                                uint64_t* last) {
+    uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
+    *first = in->starts[i] >> shift;
+    *last = (in->starts[i] + size - 1) >> shift;
+}
+
 // The granules blocks [0, n) cover at this shift, counting stopped past `enough`.
 static size_t granules_covered(const lc_input_t* in, unsigned shift, size_t enough) {
     size_t count = 0;
-    uintptr_t last = UINTPTR_MAX;
+    uint64_t g, end, last = UINT64_MAX;
     for (size_t i = 0; i < in->nblocks && count <= enough; i++) {
-        uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
-        uintptr_t g = in->starts[i] >> shift, end = (in->starts[i] + size - 1) >> shift;
+        granule_span(in, i, shift, &g, &end);
         count += end - g + (g != last);
         last = end;
     }
@@ -100,15 +107,15 @@ static void build_granule_index(lc_t* c, granule_t* slots, size_t max_slots) {
     while ((count = granules_covered(in, shift, max_slots / 2)) > max_slots / 2)
         if (++shift > LC_GRANULE_MAX_SHIFT)
             return;
-    size_t nslots = LC_FILTER_MIN_SLOTS;
+    size_t nslots = LC_INDEX_MIN_SLOTS;
     while (nslots < 2 * count)
         nslots *= 2;
     memset(slots, 0, nslots * sizeof *slots);
     uint32_t mask = (uint32_t)(nslots - 1);
     granule_t* open = NULL; // the slot of the last granule met
     for (size_t i = 0; i < in->nblocks; i++) {
-        uintptr_t size = in->sizes[i] ? in->sizes[i] : 1;
-        uint64_t g = in->starts[i] >> shift, end = (in->starts[i] + size - 1) >> shift;
+        uint64_t g, end;
+        granule_span(in, i, shift, &g, &end);
         for (; g <= end; g++) {
             if (open && open->key == g + 1) {
                 open->count++;
@@ -220,12 +227,10 @@ static inline unsigned state_of(const lc_t* c, size_t i) {
 
 // Block i, in its new state, waits to be scanned (unless it waits already).
 static inline void set_and_push(lc_t* c, size_t i, unsigned state) {
-    if (c->state[i] & ST_ON_STACK) {
-        c->state[i] = (uint8_t)(state | ST_ON_STACK);
-        return;
-    }
+    int waits = c->state[i] & ST_ON_STACK;
     c->state[i] = (uint8_t)(state | ST_ON_STACK);
-    c->stack[c->top++] = (uint32_t)i;
+    if (!waits)
+        c->stack[c->top++] = (uint32_t)i;
 }
 
 static inline size_t pop(lc_t* c) {
@@ -311,7 +316,7 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* wo
     lc_t c = {.in = in, .state = kind, .leader = leader, .stack = workspace};
     c.lo = in->starts[0];
     c.hi = in->starts[n - 1] + (in->sizes[n - 1] ? in->sizes[n - 1] : 1);
-    build_granule_index(&c, (granule_t*)((char*)workspace + stack_bytes(n)), filter_slots(n));
+    build_granule_index(&c, (granule_t*)((char*)workspace + stack_bytes(n)), index_slots(n));
     memset(kind, ST_UNREACHED, n);
     for (size_t i = 0; i < n; i++)
         leader[i] = LC_NO_LEADER;

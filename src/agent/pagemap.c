@@ -29,7 +29,8 @@ void pagemap_close(hl_pagemap_t* pm) {
 
 int pagemap_held(hl_pagemap_t* pm, uintptr_t lo, uintptr_t hi,
                  void (*fn)(uintptr_t lo, uintptr_t hi, void* arg), void* arg) {
-    static uint64_t entries[HL_PAGEMAP_BATCH]; // one caller at a time: every scan holds the writer lock
+    // One caller at a time: every scan holds the writer lock.
+    static uint64_t entries[HL_PAGEMAP_BATCH];
     uintptr_t run = 0;
     int in_run = 0;
     for (uintptr_t at = lo & ~(pm->page - 1); at < hi;) {

@@ -899,7 +899,8 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
             // Follow leaders that were themselves absorbed by a later clique.
             size_t l = b->leader[i];
             for (int hops = 0;
-                 b->kind[l] == HL_LEAK_INDIRECT && b->leader[l] != LC_NO_LEADER && hops < 64; hops++)
+                 b->kind[l] == HL_LEAK_INDIRECT && b->leader[l] != LC_NO_LEADER && hops < 64;
+                 hops++)
                 l = b->leader[l];
             enc_u(enc, b->starts[l]);
         } else {

@@ -607,8 +607,7 @@ typedef struct unwind_state_s {
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
-    int is_populated;    // made present whole (HL_STATE_POPULATE_AT)
-    size_t bytes;        // the state's mapping, its walks included
+    int is_populated;    // made present whole, or left to fault in (HL_STATE_POPULATE_AT)
 } unwind_state_t;
 
 // The thread of a single-threaded process that has walked this many stacks goes on to touch
@@ -643,15 +642,18 @@ static void walk_lay_out(last_stack_t* w, char* at, int depth) {
     w->kinds = w->needs + d;
 }
 
+// A state's mapping, its walks included.
+static size_t state_bytes(int depth) {
+    return sizeof(unwind_state_t) + 2 * HL_RECENT * walk_bytes(depth);
+}
+
 // A state whose walks have room for `depth` frames; NULL when there is no memory for it.
 static unwind_state_t* state_make(int depth) {
     size_t each = walk_bytes(depth);
-    size_t bytes = sizeof(unwind_state_t) + 2 * HL_RECENT * each;
-    unwind_state_t* st = os_map(bytes);
+    unwind_state_t* st = os_map(state_bytes(depth));
     if (!st)
         return NULL;
     st->depth = depth;
-    st->bytes = bytes;
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
         for (int k = 0; k < HL_RECENT; k++, at += each)
@@ -687,6 +689,13 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
     return (uint32_t)(frame_hash(ip, sp) >> 56); // HL_RECENT_INDEX = 256
 }
 
+// Once, at the first walk after HL_STATE_POPULATE_AT captures: the state made present if the
+// process runs single-threaded then, else left to fault in for good.
+static HL_NOINLINE HL_COLD void state_populate(unwind_state_t* st) {
+    st->is_populated = 1;
+    if (__libc_single_threaded)
+        os_populate(st, state_bytes(st->depth));
+}
 
 // The first state is made for the depth in force; one asked for more frames later (a `depth`
 // command) is made again for the deepest walk, once, and starts empty (its walks and rules are
@@ -1050,11 +1059,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     const last_stack_t* theirs = &other->walks[other->latest];
     if (after_other && other->generation == generation && (theirs->is_complete || theirs->n >= max))
         last = theirs; // not a release walk cut short: its outer frames are the whole stack's
-    if (hl_unlikely(st->seq >= HL_STATE_POPULATE_AT && !st->is_populated) &&
-        __libc_single_threaded) {
-        st->is_populated = 1;
-        os_populate(st, st->bytes);
-    }
+    if (hl_unlikely(!st->is_populated) && st->seq >= HL_STATE_POPULATE_AT)
+        state_populate(st);
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
