@@ -19,12 +19,15 @@
 // (chunk_note_rss: this image's own, where the kernel's peak would be a forking parent's) over
 // HL_WINDOW_RSS_SHARE, between 1 MiB (the traces of the bench's programs are at most 7% larger
 // than with 8) and 8 MiB (a loop whose records fill a few MiB still finds its previous round).
+// A 64th: with a 32nd, the window and its tables were 3 MiB of the 19 MiB that tracing added to
+// gcc's LTO back end (74 MiB), whose trace is no larger with half the window (cc1 -O2 of 30,000
+// lines: 2% larger).
 // A larger one starts a new frame at a chunk's end; a window never shrinks. When zstd cannot
 // have the memory for a larger one, the new frame takes the window before it and the window
 // grows no more (the trace goes on: a process near RLIMIT_AS must not lose it to a window).
 #define HL_ZSTD_WINDOW_LOG_MIN 20
 #define HL_ZSTD_WINDOW_LOG_MAX 23
-#define HL_WINDOW_RSS_SHARE 32 // about 3% of the program's memory
+#define HL_WINDOW_RSS_SHARE 64 // about 1.5% of the program's memory
 // Most processes a build or a test suite starts write a few KiB of trace in all: the long
 // window's context (tables cleared before the first byte, 1.3 ms per process on a virtual
 // machine for an 8 MiB window) is theirs only once they have written HL_SMALL_FRAME_RAW. Until
@@ -44,6 +47,7 @@ static int is_long_frame; // the stream is past its small first frame
 static int window_log;    // of the frame being written
 static uint64_t rss_peak; // bytes: the largest RSS noted (chunk_note_rss)
 static int window_fixed;  // a larger window could not be had: frames stay as they are
+static int window_to_release; // chunk_release_window: the open chunk ends the long frame
 static int fallback_is_long, fallback_log; // the frame before a larger one, while it may fail
 static int may_fall_back;       // the frame just set is larger, and no byte went into it yet
 static size_t frame_raw;        // raw bytes fed into the frame being written
@@ -226,7 +230,9 @@ int chunk_end(const uint8_t** out, size_t* len) {
     // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW; a long
     // one when the program has grown enough for a larger window.
     int next_log = window_log, ends_frame = 0;
-    if (!window_fixed && !is_long_frame && frame_raw >= HL_SMALL_FRAME_RAW) {
+    if (window_to_release) {
+        ends_frame = 1;
+    } else if (!window_fixed && !is_long_frame && frame_raw >= HL_SMALL_FRAME_RAW) {
         next_log = window_log_for_rss();
         ends_frame = 1;
     } else if (!window_fixed && is_long_frame && window_log < HL_ZSTD_WINDOW_LOG_MAX) {
@@ -235,7 +241,14 @@ int chunk_end(const uint8_t** out, size_t* len) {
     }
     if (stream(NULL, 0, ends_frame ? ZSTD_e_end : ZSTD_e_flush) != 0)
         return -1;
-    if (ends_frame) { // the frame is over: parameters apply from the next one
+    if (window_to_release) {
+        // The next frame, if any, is a small first frame again that stays small (ensure_cctx).
+        ZSTD_freeCCtx(cctx);
+        cctx = NULL;
+        window_to_release = 0;
+        window_fixed = 1;
+        may_fall_back = 0;
+    } else if (ends_frame) { // the frame is over: parameters apply from the next one
         fallback_is_long = is_long_frame;
         fallback_log = window_log;
         set_frame_params(1, next_log);
@@ -253,6 +266,11 @@ int chunk_end(const uint8_t** out, size_t* len) {
     return 0;
 }
 
+void chunk_release_window(void) {
+    if (cctx && is_long_frame)
+        window_to_release = 1;
+}
+
 void chunk_restart_stream(void) {
     if (cctx) {
         ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
@@ -262,6 +280,7 @@ void chunk_restart_stream(void) {
     }
     rss_peak = 0;
     window_fixed = 0;
+    window_to_release = 0;
     may_fall_back = 0;
     out_len = 0;
     chunk_raw = 0;

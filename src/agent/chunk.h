@@ -20,6 +20,11 @@ int chunk_end(const uint8_t** out, size_t* len);
 // The program's resident memory as the writer sampled it, in bytes: the trace's window grows
 // with the largest.
 void chunk_note_rss(uint64_t bytes);
+// The open chunk is the last with the long window: once it ends, the window and its tables
+// (1-8 MiB) are given back, and later chunks are compressed with a small one (the records of an
+// exit scan, whose working memory then takes the window's place). Nothing to do while the stream
+// has not left its small first frame.
+void chunk_release_window(void);
 // A new trace begins (a fork child's, or one in a new sink): the stream starts over, and a
 // chunk left open is dropped.
 void chunk_restart_stream(void);

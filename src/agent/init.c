@@ -293,8 +293,10 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     int all_stopped = hl_opt.scan_at_exit ? scan_stop_world() : 0;
     hl_enc_t* enc = writer_encoder_locked();
     error_check_guards_at_exit();
-    if (hl_opt.scan_at_exit)
+    if (hl_opt.scan_at_exit) {
+        writer_release_window_locked();
         scan_run_with(enc, &self, &(hl_scan_request_t){.all_stopped = all_stopped, .at_exit = 1});
+    }
     writer_end_locked(how, value);
     control_close();
     atomic_store(&hl_phase, HL_DONE);

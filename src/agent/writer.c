@@ -1220,6 +1220,18 @@ hl_enc_t* writer_encoder_locked(void) {
     return &enc;
 }
 
+void writer_release_window_locked(void) {
+    drain_all();
+    // A chunk must end the frame: a record makes sure there is one to end (its time is that of
+    // the records after it, which the next chunk states again).
+    if (enc_reserve(&enc, 16) == 0) {
+        enc_tag(&enc, REC_TIME);
+        enc_time(&enc, writer_now_ns());
+    }
+    chunk_release_window();
+    flush_chunk();
+}
+
 void writer_end_locked(int how, int value) {
     drain_all();
     if (enc_reserve(&enc, 32) == 0) {

@@ -34,6 +34,10 @@ void writer_unlock(void);
 int writer_lock_is_mine(void); // does the calling thread hold it?
 int writer_lock_within(long long ns); // writer_lock, or -1 after waiting about ns for it
 hl_enc_t* writer_encoder_locked(void); // drains, returns the encoder (writer lock held)
+// Ends the open chunk and, with it, the trace's long compression window (chunk_release_window):
+// at exit, before the scan maps its working memory, so the two do not add up at the program's
+// peak. Writer lock held.
+void writer_release_window_locked(void);
 void writer_end_locked(int how, int value);
 void writer_flush_if_large_locked(void); // cut the chunk once it is large
 void writer_exec_locked(const char* path);

@@ -16,7 +16,8 @@
 //                 +------------+----------------+-------------+----------------+------------+
 //
 // The chunks of one file are the consecutive flushed parts of ONE zstd stream: a few frames one
-// after the other (each larger window the writer takes starts a new one at a chunk's start; the
+// after the other (each larger window the writer takes starts a new one at a chunk's start, and
+// so does the small one it takes for the exit scan's records once it gives the long one back; the
 // last frame ends when the trace is closed, and a trace cut short has no frame end). Each chunk
 // decompresses to exactly raw_len bytes with the same decompression context, given every chunk
 // before it. This

@@ -35,26 +35,31 @@ def windows(data):
 
 
 LONG = {1 << 20, 2 << 20, 4 << 20, 8 << 20}  # the writer's long windows
+SMALL = 128 << 10  # the first frame's, and the exit scan's once the long window is given back
 
 
 def check(w, kind):
     """'' when the windows w follow the writer's rule for a program that grows to 416 MiB
-    (kind 'grow': each larger than the one before, ending at 8 MiB) or that has no room for the
-    larger window at the end (kind 'tight': the last frame takes the window before it again);
-    else what is wrong. Which sizes come between depends on when chunks end: the writer's time."""
-    if len(w) < 3 or w[0] != 128 << 10:
+    (kind 'grow': each larger than the one before, ending at 4 MiB, a 64th of the program) or
+    that has no room for the larger window at the end (kind 'tight': the last long frame takes
+    the window before it again); else what is wrong. Either way the trace ends with a small
+    frame: the exit scan's records, written after the long window was given back. Which sizes
+    come between depends on when chunks end: the writer's time."""
+    if len(w) < 4 or w[0] != SMALL:
         return "expected a 128 KiB first frame and two long ones at least"
-    long = w[1:]
+    if w[-1] != SMALL:
+        return "expected the exit scan's records in a last frame of 128 KiB"
+    long = w[1:-1]
     if any(x not in LONG for x in long):
         return "a long window that is not 1, 2, 4 or 8 MiB"
-    if long[0] > 2 << 20:
+    if long[0] > 1 << 20:
         return "the first long window is larger than a 96 MiB program calls for"
     if kind == "grow":
-        if any(b <= a for a, b in zip(long, long[1:])) or long[-1] != 8 << 20:
-            return "expected larger windows one after the other, up to 8 MiB"
+        if any(b <= a for a, b in zip(long, long[1:])) or long[-1] != 4 << 20:
+            return "expected larger windows one after the other, up to 4 MiB"
     else:
-        if any(b < a for a, b in zip(long, long[1:])) or long[-1] != long[-2] or long[-1] == 8 << 20:
-            return "expected the last frame to keep the window before it, below 8 MiB"
+        if any(b < a for a, b in zip(long, long[1:])) or long[-1] != long[-2] or long[-1] >= 4 << 20:
+            return "expected the last long frame to keep the window before it, below 4 MiB"
     return ""
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // trace_window.c - a program whose memory grows while it keeps allocating: the trace's zstd
-// window must grow with it (1 MiB while it is small, 8 MiB once its RSS passes 256 MiB), each
+// window must grow with it (1 MiB while it is small, 4 MiB once its RSS passes 256 MiB), each
 // larger window from a new frame at a chunk's end, and the trace must still read back whole.
 // Three phases of 400,000 malloc/free pairs (some 1.7 MiB of raw trace each), each followed by
 // a pause of 300 ms in which the writer catches up and ends a chunk; before the second phase the
@@ -32,23 +32,26 @@ static NOINLINE void churn(void) {
 }
 
 // `trace_window tight`, run under a limit of address space (ulimit -v): before the third phase
-// the program takes what address space is left and gives 4 MiB back, less than the 8 MiB window
+// the program takes what address space is left and gives 1 MiB back, less than the 4 MiB window
 // its memory calls for needs. The trace must go on, in the window it had. The space is taken
 // before the 320 MiB are touched: until then the program is small, so no chunk ended meanwhile
 // can have taken the larger window already.
 #define FILL_MAPS_MAX 16384 // 16 GiB: far beyond any limit the test sets
+// Given back after the fill: with the window's previous workspace (zstd frees it before it makes
+// the next), less than the 4 MiB window's 4.5 MiB.
+#define GIVE_BACK_MIB 1
 static int fill_address_space(void) {
-    void* last[4] = {0};
+    void* last[GIVE_BACK_MIB] = {0};
     int n = 0;
     while (n < FILL_MAPS_MAX) {
         void* p = mmap(NULL, MIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             break;
-        last[n++ % 4] = p;
+        last[n++ % GIVE_BACK_MIB] = p;
     }
-    if (n == FILL_MAPS_MAX || n < 4)
+    if (n == FILL_MAPS_MAX || n < GIVE_BACK_MIB)
         return -1;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < GIVE_BACK_MIB; k++)
         munmap(last[k], MIB);
     return 0;
 }
