@@ -19,7 +19,7 @@ HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core \
-              test_epoch test_gsites test_pagemap test_addr_sort
+              test_epoch test_gsites test_pagemap test_addr_sort test_sites
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -132,6 +132,10 @@ $(BUILD)/tests/test_pagemap: tests/unit/test_pagemap.c src/agent/pagemap.c $(HEA
 $(BUILD)/tests/test_addr_sort: tests/unit/test_addr_sort.c src/agent/addr_sort.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_addr_sort.c src/agent/addr_sort.c
+# sites.c with the agent pages it takes its tables from.
+$(BUILD)/tests/test_sites: tests/unit/test_sites.c src/agent/sites.c src/agent/os.c src/agent/log.c $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_sites.c src/agent/sites.c src/agent/os.c src/agent/log.c
 # got.c alone, on the three builds of libforeign (-rdynamic: it looks up its own symbols).
 $(BUILD)/tests/test_got: tests/unit/test_got.c src/agent/got.c $(HEADERS) $(TEST_HEADERS) $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so $(BUILD)/programs/libforeign_noplt.so
 	@mkdir -p $(dir $@)

@@ -14,11 +14,35 @@
 #include "os.h"
 #include "sites.h"
 
+// A slot of the table: 12 bytes, not 16 (the table is the writer's largest: a compiler's
+// hundreds of thousands of (size, stack) pairs kept 4 MiB of it). Stack ids are below 2^25
+// (stacks.c makes at most 24 Mi nodes), which leaves 7 bits of the word for a size's bits 32-38;
+// a pair that does not fit so (a block of 512 GiB or more) is kept in `wide`.
 typedef struct site_slot_s {
-    uint64_t size; // 0 with number 0: empty
-    uint32_t stack;
-    uint32_t number;
+    uint32_t size_low;   // the size's low 32 bits
+    uint32_t stack_high; // stack | the size's bits 32-38 << HL_SITE_STACK_BITS
+    uint32_t number;     // 0: empty
 } site_slot_t;
+#define HL_SITE_STACK_BITS 25
+#define HL_SITE_SIZE_BITS (32 + 32 - HL_SITE_STACK_BITS)
+
+static inline int fits_slot(uint64_t size, uint32_t stack) {
+    return (stack >> HL_SITE_STACK_BITS) == 0 && (size >> HL_SITE_SIZE_BITS) == 0;
+}
+static inline uint32_t stack_high(uint64_t size, uint32_t stack) {
+    return stack | (uint32_t)(size >> 32) << HL_SITE_STACK_BITS;
+}
+static inline uint64_t slot_size(const site_slot_t* s) {
+    return (uint64_t)(s->stack_high >> HL_SITE_STACK_BITS) << 32 | s->size_low;
+}
+
+// The pairs that do not fit a slot, searched in turn: no program makes more than a few.
+#define HL_WIDE_SITES 16
+static struct {
+    uint64_t size;
+    uint32_t stack, number;
+} wide[HL_WIDE_SITES];
+static uint32_t nwide;
 
 static site_slot_t* slots;
 static uint32_t mask;    // capacity - 1
@@ -86,11 +110,12 @@ static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
     return (uint32_t)(h >> 32);
 }
 
-// A page at first: the few sites of a short process with a second size each fault in one page,
-// not one per site across a larger table. It doubles once three quarters full: a probe reads
-// four slots a cache line, and a compiler's tens of thousands of sites kept a table of 2 MiB
-// at half full, 1 MiB this way.
-#define HL_SITES_FIRST_SLOTS (4096u / sizeof(site_slot_t))
+// Within a page at first: the few sites of a short process with a second size each fault in one
+// page, not one per site across a larger table. It doubles once three quarters full: a probe
+// reads five slots a cache line, and a compiler's tens of thousands of sites kept a table of
+// 2 MiB at half full, 1 MiB this way.
+#define HL_SITES_FIRST_SLOTS 256u // a power of two (the table's mask), 3 KiB
+_Static_assert(HL_SITES_FIRST_SLOTS * sizeof(site_slot_t) <= 4096, "the first table in a page");
 
 static HL_COLD int grow(void) {
     uint32_t cap = slots ? (mask + 1) * 2 : HL_SITES_FIRST_SLOTS;
@@ -103,7 +128,7 @@ static HL_COLD int grow(void) {
         for (uint32_t i = 0; i <= mask; i++) {
             if (!slots[i].number)
                 continue;
-            uint32_t j = hash_of(slots[i].size, slots[i].stack) & (cap - 1);
+            uint32_t j = hash_of(slot_size(&slots[i]), slots[i].stack_high) & (cap - 1);
             while (fresh[j].number)
                 j = (j + 1) & (cap - 1);
             fresh[j] = slots[i];
@@ -115,14 +140,37 @@ static HL_COLD int grow(void) {
     return 0;
 }
 
-// The pair's slot, or the empty slot where it belongs.
+// The pair's slot, or the empty slot where it belongs (a pair that fits one).
 static inline site_slot_t* find(uint64_t size, uint32_t stack) {
-    uint32_t i = hash_of(size, stack) & mask;
+    uint32_t key = stack_high(size, stack), low = (uint32_t)size;
+    uint32_t i = hash_of(size, key) & mask;
     for (;; i = (i + 1) & mask) {
         site_slot_t* s = &slots[i];
-        if (!s->number || (s->size == size && s->stack == stack))
+        if (!s->number || (s->size_low == low && s->stack_high == key))
             return s;
     }
+}
+
+// The number of a pair kept in `wide`, or 0.
+static uint32_t wide_number(uint64_t size, uint32_t stack) {
+    for (uint32_t k = 0; k < nwide; k++)
+        if (wide[k].size == size && wide[k].stack == stack)
+            return wide[k].number;
+    return 0;
+}
+
+// A pair that fits no slot: numbered in `wide` while it has room; past that, numbering stops
+// (sites_broken: FREEs are written in full).
+static HL_COLD void note_wide(uint64_t size, uint32_t stack) {
+    if (wide_number(size, stack))
+        return;
+    if (nwide == HL_WIDE_SITES) {
+        is_broken = 1;
+        return;
+    }
+    wide[nwide].size = size;
+    wide[nwide].stack = stack;
+    wide[nwide++].number = ++defined;
 }
 
 void sites_note(uint64_t size, uint32_t stack) {
@@ -137,13 +185,19 @@ void sites_note(uint64_t size, uint32_t stack) {
             return;
         }
     }
+    if (hl_unlikely(!fits_slot(size, stack))) {
+        note_wide(size, stack);
+        return;
+    }
     if ((!slots || hashed + 1 > (mask + 1) / 4 * 3) && grow() != 0) {
         is_broken = 1;
         return;
     }
     site_slot_t* s = find(size, stack);
     if (!s->number) {
-        *s = (site_slot_t){.size = size, .stack = stack, .number = ++defined};
+        *s = (site_slot_t){.size_low = (uint32_t)size,
+                           .stack_high = stack_high(size, stack),
+                           .number = ++defined};
         hashed++;
     }
 }
@@ -154,6 +208,8 @@ uint32_t sites_number(uint64_t size, uint32_t stack) {
     const first_t* f = size <= UINT32_MAX ? first_of(stack, 0) : NULL;
     if (f && f->number && f->size == size)
         return f->number;
+    if (hl_unlikely(!fits_slot(size, stack)))
+        return wide_number(size, stack);
     if (!slots)
         return 0;
     return find(size, stack)->number;
@@ -170,5 +226,6 @@ void sites_reset(void) {
     }
     defined = 0;
     hashed = 0;
+    nwide = 0;
     is_broken = 0;
 }
