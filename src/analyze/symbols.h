@@ -29,8 +29,8 @@ symbolizer_t* symbolizer_new(const char* sysroot);
 // -EINVAL.
 int symbolizer_add_debug_dir(symbolizer_t* sym, const char* dir);
 
-// The identity of the code that answers (this program, libdw, the C++ demangler), part of every
-// cache file's name (symcache.h).
+// The identity of the code that answers (this program and libdw), part of every cache file's
+// name (symcache.h); the C++ demangler is named in the file, when it demangled any of its names.
 uint64_t symbolizer_cache_producer(void);
 
 // symbolizer_new, keeping its answers in the user's cache (symcache_open_default) when there is

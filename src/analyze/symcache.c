@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // symcache.c - the symbolizer's answers on disk (symcache.h). A file:
-//   "HLSYMC02" | u16 length | its own name, the last byte NUL | u32 entries |
+//   "HLSYMC03" | u16 length | its own name, the last byte NUL | u64 demangler | u32 entries |
 //   per entry: u64 address | u8 frames (1..SYMCACHE_FRAMES_MAX) |
 //     per frame: u32 line | u8 flags (SC_INLINED, SC_FUNCTION, SC_FILE) |
 //                [u16 length | bytes, the last one NUL] for the function, then the file, if flagged
 //   "HLSYMEND"
-// little-endian. Nothing in a file is trusted: every length is bounded by what is left of it,
+// little-endian. demangler is 0 when no name in the file was demangled, else the identity of the
+// demangler that did it (symcache_load). Nothing in a file is trusted: every length is bounded by what is left of it,
 // and a file read short of its count or past its end marker is not used at all.
 #define _GNU_SOURCE
 #include "bytebuf.h"
@@ -23,7 +24,9 @@
 
 #include "../common/private_dir.h"
 
-#define SC_MAGIC "HLSYMC02"
+// 03: the demangler is named in the file, no longer in its name (every name of a C program's
+// modules was keyed by libstdc++, which the report then had to load to find its answers).
+#define SC_MAGIC "HLSYMC03"
 #define SC_END "HLSYMEND"
 #define SC_MAGIC_LEN 8
 #define SC_NAME_MAX 255 // a file's name, as symcache_name makes them
@@ -222,23 +225,28 @@ static int take_entry(cursor_t* c, symcache_entry_t* e, sym_frame_t* frames) {
 }
 
 // The header of a file read whole into buf: the entries' count, with c at the first of them and
-// up to the end marker, when it is a file symcache_store wrote under this name; else -1.
-static long check_header(const uint8_t* buf, size_t len, const char* name, cursor_t* c) {
+// up to the end marker, and its demangler, when it is a file symcache_store wrote under this
+// name; else -1.
+static long check_header(const uint8_t* buf, size_t len, const char* name, cursor_t* c,
+                         uint64_t* demangler) {
     if (len < 2 * SC_MAGIC_LEN || memcmp(buf, SC_MAGIC, SC_MAGIC_LEN) != 0 ||
         memcmp(buf + len - SC_MAGIC_LEN, SC_END, SC_MAGIC_LEN) != 0)
         return -1;
     *c = (cursor_t){buf + SC_MAGIC_LEN, len - 2 * SC_MAGIC_LEN};
     const char* own;
-    uint8_t b[4];
-    if (take_string(c, &own) != 0 || strcmp(own, name) != 0 || take(c, b, 4) != 0)
+    uint8_t d[8], b[4];
+    if (take_string(c, &own) != 0 || strcmp(own, name) != 0 || take(c, d, 8) != 0 ||
+        take(c, b, 4) != 0)
         return -1;
+    *demangler = le(d, 8);
     return (long)le(b, 4);
 }
 
 // The entries of a file read whole into buf: their count, with *first at the first of them,
 // when the bytes are exactly a file symcache_store wrote under this name, else -1.
-static long check_file(const uint8_t* buf, size_t len, const char* name, cursor_t* first) {
-    long count = check_header(buf, len, name, first);
+static long check_file(const uint8_t* buf, size_t len, const char* name, cursor_t* first,
+                       uint64_t* demangler) {
+    long count = check_header(buf, len, name, first, demangler);
     cursor_t c = *first;
     sym_frame_t frames[SYMCACHE_FRAMES_MAX];
     symcache_entry_t e;
@@ -277,15 +285,17 @@ static uint8_t* read_file(int dir, const char* name, size_t* len) {
     return buf;
 }
 
-int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcache_entry_t* e),
-                  void* arg) {
+int symcache_load(int dir, const char* name, uint64_t (*demangler_now)(void),
+                  int (*each)(void* arg, const symcache_entry_t* e), void* arg) {
     size_t len = 0;
     uint8_t* buf = read_file(dir, name, &len);
     if (!buf)
         return -1;
     cursor_t c;
-    long count = check_file(buf, len, name, &c);
-    if (count < 0) {
+    uint64_t demangler = 0;
+    long count = check_file(buf, len, name, &c, &demangler);
+    // Names another demangler wrote are worked out again (asked only of a file that has some).
+    if (count < 0 || (demangler && (!demangler_now || demangler_now() != demangler))) {
         free(buf);
         return -1;
     }
@@ -297,7 +307,7 @@ int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcac
             break;
     }
     free(buf);
-    return 0;
+    return demangler ? 1 : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -323,10 +333,11 @@ static int keepable(const char* s) {
 }
 
 // The whole file in memory: its name, its entries, and in its header their count.
-static int build(out_t* o, const char* name, int (*next)(void* arg, symcache_entry_t* e),
-                 void* arg) {
+static int build(out_t* o, const char* name, uint64_t demangler,
+                 int (*next)(void* arg, symcache_entry_t* e), void* arg) {
     bytebuf_put(o, SC_MAGIC, SC_MAGIC_LEN);
     put_string(o, name);
+    put_le(o, demangler, 8);
     size_t count_at = o->len;
     put_le(o, 0, 4); // the count, set below
     uint32_t count = 0;
@@ -381,12 +392,13 @@ static int open_tmp(int dir, const char* name, char* tmp, size_t len) {
     return -1;
 }
 
-int symcache_store(int dir, const char* name, int (*next)(void* arg, symcache_entry_t* e),
+int symcache_store(int dir, const char* name, uint64_t demangler,
+                   int (*next)(void* arg, symcache_entry_t* e),
                    void* arg) {
     out_t o = {.max = SYMCACHE_FILE_MAX};
     char tmp[SC_NAME_MAX + 64];
     int fd = -1, rc = -1;
-    if (strlen(name) <= SC_NAME_MAX && build(&o, name, next, arg) == 0)
+    if (strlen(name) <= SC_NAME_MAX && build(&o, name, demangler, next, arg) == 0)
         fd = open_tmp(dir, name, tmp, sizeof tmp);
     if (fd >= 0) {
         size_t done = 0;

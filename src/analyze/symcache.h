@@ -47,9 +47,9 @@ int symcache_name(const char* file, const uint8_t* build_id, size_t build_id_len
                   const char* const* debug_dirs, int ndebug_dirs, uint64_t producer, char* out,
                   size_t outlen);
 
-// The identity of the code that works the answers out, from an address in each of its objects
-// (the analyzer, libdw, the C++ demangler): device, inode, size and times of each object's
-// file, so an upgrade of any of them answers afresh.
+// The identity of code, from an address in each of its objects (the analyzer and libdw, for a
+// file's name; the C++ demangler, for its names): device, inode, size and times of each
+// object's file, so an upgrade of any of them answers afresh.
 uint64_t symcache_producer(const void* const* code, int n);
 
 // Is there a file name in the directory (not following a link)? 1 or 0.
@@ -62,15 +62,18 @@ typedef struct symcache_entry_s {
     int nframes;
 } symcache_entry_t;
 
-// Calls each(arg, entry) for every answer in the directory's file name: 0 when the file was read
-// whole (each was called for every entry), -1 when there is none or it is not valid (each was
-// not called).
-int symcache_load(int dir, const char* name, int (*each)(void* arg, const symcache_entry_t* e),
-                  void* arg);
+// Calls each(arg, entry) for every answer in the directory's file name. 0 when the file was read
+// whole and none of its names was demangled, 1 when some were, by the demangler demangler_now()
+// names (each was called for every entry); -1 when there is none, it is not valid, or its names
+// were demangled by another (NULL: none at hand) (each was not called). demangler_now is called
+// only for a file with demangled names.
+int symcache_load(int dir, const char* name, uint64_t (*demangler_now)(void),
+                  int (*each)(void* arg, const symcache_entry_t* e), void* arg);
 
 // Writes the file name anew from next(arg, &entry) (1: an entry, 0: no more), replacing the old
-// one at once (a reader sees the old file or the new one). 0, or -1 (nothing is left behind).
-int symcache_store(int dir, const char* name, int (*next)(void* arg, symcache_entry_t* e),
-                   void* arg);
+// one at once (a reader sees the old file or the new one); demangler names what demangled its
+// names (0: none was demangled). 0, or -1 (nothing is left behind).
+int symcache_store(int dir, const char* name, uint64_t demangler,
+                   int (*next)(void* arg, symcache_entry_t* e), void* arg);
 
 #endif

@@ -314,6 +314,35 @@ sys.exit(0 if any(l.count("line {") > 1 for l in locs) else 1)'; then
     fi
 fi
 
+# The symbol cache names the C++ demangler in a file only when a name in it was mangled: the
+# report of a C program finds its answers on disk without loading libstdc++, and that of a C++
+# program reads its names back demangled, the same report as the one that wrote them.
+if [ -s "$WORK/alloc_basic.hl" ] && [ -s "$WORK/cxx_containers.hl" ]; then
+    SC=$WORK/symcache # made by heaplens, private (a directory others may write is not used)
+    for n in alloc_basic cxx_containers; do
+        for k in cold warm; do
+            HEAPLENS_SYMBOL_CACHE=$SC LD_DEBUG=libs LD_DEBUG_OUTPUT="$WORK/$n.$k.ld" \
+                timeout $TIMEOUT "$HL" report --top 5 "$WORK/$n.hl" >"$WORK/$n.$k.top" 2>&1
+        done
+    done
+    if ! ls "$SC"/*.sym >/dev/null 2>&1; then
+        fail symbol-cache-written "no file in $SC"
+    elif cat "$WORK"/alloc_basic.warm.ld.* 2>/dev/null | grep -q 'libstdc++'; then
+        fail symbol-cache-c-without-libstdc++ "the warm report of a C program loaded libstdc++"
+    elif ! cmp -s "$WORK/alloc_basic.cold.top" "$WORK/alloc_basic.warm.top"; then
+        fail symbol-cache-c-same-report "$(diff "$WORK/alloc_basic.cold.top" "$WORK/alloc_basic.warm.top" | head -3 | tr '\n' ' ')"
+    else
+        pass symbol-cache-c-without-libstdc++
+    fi
+    if ! grep -q 'std::' "$WORK/cxx_containers.warm.top"; then
+        fail symbol-cache-cxx-demangled "no demangled name in the warm report"
+    elif ! cmp -s "$WORK/cxx_containers.cold.top" "$WORK/cxx_containers.warm.top"; then
+        fail symbol-cache-cxx-same-report "$(diff "$WORK/cxx_containers.cold.top" "$WORK/cxx_containers.warm.top" | head -3 | tr '\n' ' ')"
+    else
+        pass symbol-cache-cxx-demangled
+    fi
+fi
+
 if trace threads_alloc threads_alloc; then
     check_program threads_alloc
     py threads_alloc-several-threads "$LOAD"'

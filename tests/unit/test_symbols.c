@@ -37,6 +37,13 @@ __attribute__((noinline, noclone)) static int plain_function(int x) {
     return sink * 7 + x;
 }
 
+// A C function under a C++ mangled name (test::mangled(int)): a module with a C++ name.
+__attribute__((noinline, noclone)) int mangled_function(int x) __asm__("_ZN4test7mangledEi");
+__attribute__((noinline, noclone)) int mangled_function(int x) {
+    capture(x + 2);
+    return sink * 5 + x;
+}
+
 static inline __attribute__((always_inline)) int inline_helper(int x) {
     helper_line = __LINE__ + 1;
     capture(x * 5);
@@ -126,6 +133,11 @@ static int ends_with(const char* s, const char* suffix) {
 
 static uint64_t plain_site(const module_query_t* self) {
     plain_function(1);
+    return captured_ra - 1 - self->bias;
+}
+
+static uint64_t mangled_site(const module_query_t* self) {
+    mangled_function(1);
     return captured_ra - 1 - self->bias;
 }
 
@@ -492,11 +504,11 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
     // Forged: an answer at the address the lookup asks for (the plain site's).
     int one = 1, dfd = symcache_open(dir);
     ASSERT_TRUE(dfd >= 0);
-    ASSERT_TRUE(symcache_store(dfd, name, give_one, &one) == 0);
+    ASSERT_TRUE(symcache_store(dfd, name, 0, give_one, &one) == 0);
     close(dfd);
-    // The layout (symcache.c): magic, the name with its length, the count, then the entry:
-    // address, frames, line, flags, the function's length and bytes.
-    off_t entry = 8 + 2 + (off_t)strlen(name) + 1 + 4, count_at = entry - 4;
+    // The layout (symcache.c): magic, the name with its length, the demangler, the count, then
+    // the entry: address, frames, line, flags, the function's length and bytes.
+    off_t entry = 8 + 2 + (off_t)strlen(name) + 1 + 8 + 4, count_at = entry - 4;
     off_t fn_len_at = entry + 8 + 1 + 4 + 1, fn_nul_at = fn_len_at + 2 + 23;
     // give_one answers at address 0: rewrite it at the plain site's address.
     {
@@ -562,6 +574,87 @@ TEST(test_cache_file_answers_and_bad_files_do_not) {
 
 // The environment's directory: made private below a home that exists, refused when it is not
 // private, when a link stands for it (even written with a trailing slash), or when off.
+// One forged answer at addr, in a file that says demangler demangled its names.
+typedef struct forged_s {
+    uint64_t addr;
+    int left;
+} forged_t;
+static int give_forged(void* arg, symcache_entry_t* e) {
+    forged_t* f = arg;
+    static const sym_frame_t fake = {.function = "answered_from_the_cache", .file = "cache.c",
+                                     .line = 4242};
+    if (!f->left--)
+        return 0;
+    *e = (symcache_entry_t){f->addr, &fake, 1};
+    return 1;
+}
+static int forge(const char* dir, const char* name, uint64_t demangler, uint64_t addr) {
+    forged_t f = {addr, 1};
+    int dfd = symcache_open(dir);
+    int rc = dfd >= 0 ? symcache_store(dfd, name, demangler, give_forged, &f) : -1;
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
+}
+
+// The demangler a cache file names (after its magic and its own name).
+static uint64_t demangler_of(const char* dir, const char* name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint8_t b[8] = {0};
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || pread(fd, b, 8, 8 + 2 + (off_t)strlen(name) + 1) != 8)
+        b[0] = 0xee, b[7] = 0xee; // no file: a value no demangler field holds here
+    if (fd >= 0)
+        close(fd);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+// A module's cache file names no demangler while none of its names was mangled (a C program's
+// report then reads it without loading libstdc++); one with a C++ name names the demangler, and
+// a file that names another one is not used.
+TEST(test_cache_names_the_demangler_of_cxx_names_only) {
+    module_query_t self = find_module(0);
+    ASSERT_TRUE(self.found && self.build_id_len > 0);
+    char* dir = cache_dir_make();
+    ASSERT_TRUE(dir);
+    char name[256];
+    const char* dirs[] = {"/usr/lib/debug"};
+    ASSERT_TRUE(symcache_name(self.path, self.build_id, self.build_id_len, dirs, 1,
+                              symbolizer_cache_producer(), name, sizeof name) == 0);
+    sym_frame_t f[1];
+    char fn[128];
+    ASSERT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_EQ_U(demangler_of(dir, name), 0);
+
+    symbolizer_t* sym = symbolizer_new(NULL);
+    ASSERT_TRUE(sym);
+    symbolizer_use_cache(sym, dir);
+    int mod = symbolizer_add_module(sym, self.path, self.build_id, self.build_id_len);
+    EXPECT_EQ_I(symbolizer_lookup(sym, mod, mangled_site(&self), f, 1), 1);
+    EXPECT_STREQ(f[0].function, "test::mangled(int)");
+    f[0].function = f[0].file = NULL;
+    symbolizer_free(sym);
+    uint64_t demangler = demangler_of(dir, name);
+    EXPECT_TRUE(demangler != 0 && demangler != 0xee000000000000eeull);
+
+    // A forged answer is what comes back from a file that names no demangler or this one; from
+    // a file that names another, the answer is worked out again.
+    ASSERT_TRUE(forge(dir, name, 0, plain_site(&self)) == 0);
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "answered_from_the_cache");
+    ASSERT_TRUE(forge(dir, name, demangler, plain_site(&self)) == 0);
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "answered_from_the_cache");
+    ASSERT_TRUE(forge(dir, name, demangler ^ 2, plain_site(&self)) == 0);
+    EXPECT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "plain_function");
+    cache_dir_remove(dir);
+}
+
 TEST(test_cache_default_dir) {
     char* base = cache_dir_make();
     ASSERT_TRUE(base);
@@ -620,6 +713,7 @@ int main(void) {
     RUN_TEST(test_prefetch);
     RUN_TEST(test_cache_same_answers_private_files);
     RUN_TEST(test_cache_file_answers_and_bad_files_do_not);
+    RUN_TEST(test_cache_names_the_demangler_of_cxx_names_only);
     RUN_TEST(test_cache_default_dir);
     return TEST_SUMMARY();
 }
