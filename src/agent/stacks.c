@@ -176,8 +176,9 @@ static int chunk_ready(uint32_t c) {
 // HL_PRESENT_AHEAD_MIN nodes and at most a chunk: a whole chunk made present ahead of need was
 // up to 1.5 MiB of memory a short process never used. (A larger table made ready the same way
 // cost more than it saved: twice the largest table's memory, made before a growth that may
-// never come.)
-#define HL_PRESENT_AHEAD_MIN 4096u // nodes: 96 KiB
+// never come.) The least is what a short process makes in all: 4096 nodes (96 KiB) were 2-5%
+// of the cost of tracing each of procs.sh's programs, most of them never used.
+#define HL_PRESENT_AHEAD_MIN 1024u // nodes: 24 KiB
 // Under the writer lock (every pass takes it):
 static uint32_t present_to;        // nodes below this id are present
 static uint32_t made_at_last_pass; // next_id at the last pass
