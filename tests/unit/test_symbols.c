@@ -435,20 +435,27 @@ static int only_file(const char* dir, char* name, size_t len) {
     return n == 1 ? 0 : -1;
 }
 
-static int lookup_plain(const char* dir, const module_query_t* self, sym_frame_t* f, char* fn,
-                        size_t fnlen) {
+// The innermost frame at the test program's address site, its function's name in fn, by a
+// symbolizer of its own (using the cache in dir, if any).
+static int lookup_at(const char* dir, const module_query_t* self, uint64_t site, sym_frame_t* f,
+                     char* fn, size_t fnlen) {
     symbolizer_t* sym = symbolizer_new(NULL);
     if (!sym)
         return -1;
     if (dir)
         symbolizer_use_cache(sym, dir);
     int mod = symbolizer_add_module(sym, self->path, self->build_id, self->build_id_len);
-    int n = symbolizer_lookup(sym, mod, plain_site(self), f, 1);
+    int n = symbolizer_lookup(sym, mod, site, f, 1);
     snprintf(fn, fnlen, "%s", n == 1 && f[0].function ? f[0].function : "(none)");
     f[0].function = NULL; // the string dies with the symbolizer
     f[0].file = NULL;
     symbolizer_free(sym);
     return n;
+}
+
+static int lookup_plain(const char* dir, const module_query_t* self, sym_frame_t* f, char* fn,
+                        size_t fnlen) {
+    return lookup_at(dir, self, plain_site(self), f, fn, fnlen);
 }
 
 TEST(test_cache_same_answers_private_files) {
@@ -630,14 +637,8 @@ TEST(test_cache_names_the_demangler_of_cxx_names_only) {
     ASSERT_TRUE(lookup_plain(dir, &self, f, fn, sizeof fn) == 1);
     EXPECT_EQ_U(demangler_of(dir, name), 0);
 
-    symbolizer_t* sym = symbolizer_new(NULL);
-    ASSERT_TRUE(sym);
-    symbolizer_use_cache(sym, dir);
-    int mod = symbolizer_add_module(sym, self.path, self.build_id, self.build_id_len);
-    EXPECT_EQ_I(symbolizer_lookup(sym, mod, mangled_site(&self), f, 1), 1);
-    EXPECT_STREQ(f[0].function, "test::mangled(int)");
-    f[0].function = f[0].file = NULL;
-    symbolizer_free(sym);
+    EXPECT_TRUE(lookup_at(dir, &self, mangled_site(&self), f, fn, sizeof fn) == 1);
+    EXPECT_STREQ(fn, "test::mangled(int)");
     uint64_t demangler = demangler_of(dir, name);
     EXPECT_TRUE(demangler != 0 && demangler != 0xee000000000000eeull);
 
