@@ -6,8 +6,9 @@
 //                [u16 length | bytes, the last one NUL] for the function, then the file, if flagged
 //   "HLSYMEND"
 // little-endian. demangler is 0 when no name in the file was demangled, else the identity of the
-// demangler that did it (symcache_load). Nothing in a file is trusted: every length is bounded by what is left of it,
-// and a file read short of its count or past its end marker is not used at all.
+// demangler that did it (symcache_load). Nothing in a file is trusted: every length is bounded
+// by what is left of it, and a file read short of its count or past its end marker is not used
+// at all.
 #define _GNU_SOURCE
 #include "bytebuf.h"
 #include "symcache.h"
