@@ -12,6 +12,12 @@ struct report_ctx_s {
     report_frame_t** frames; // by stack id, built on first use
     int* nframes;
     const md_leak_record_t** kept;
+    // Where a stack's frames are put together before they are kept in a block of their own
+    // size: a block for the most a stack could expand to (every address inlined twice) was
+    // twice the memory, and calloc clearing it a tenth of the JSON report of a trace with
+    // 17,000 leak records of 30 frames (cc1plus).
+    report_frame_t* scratch;
+    size_t scratch_cap;
 };
 
 int report_ctx_add_debug_dir(report_ctx_t* c, const char* dir) {
@@ -50,9 +56,43 @@ void report_ctx_free(report_ctx_t* c) {
     free(c->frames);
     free(c->nframes);
     free(c->kept);
+    free(c->scratch);
     if (c->sym)
         symbolizer_free(c->sym);
     free(c);
+}
+
+int report_ip_frames(report_ctx_t* c, uint64_t ip, report_frame_t* out) {
+    md_module_t* md = (md_module_t*)model_module_of(c->m, ip);
+    sym_frame_t sf[REPORT_IP_FRAMES_MAX];
+    int k = 0;
+    if (md) {
+        if (md->sym_handle < 0)
+            md->sym_handle =
+                symbolizer_add_module(c->sym, md->path, md->build_id, md->build_id_len);
+        // A return address: the call is the byte before it.
+        if (md->sym_handle >= 0)
+            k = symbolizer_lookup(c->sym, md->sym_handle, ip - md->bias - 1, sf,
+                                  REPORT_IP_FRAMES_MAX);
+    }
+    if (k <= 0) {
+        sf[0] = (sym_frame_t){0};
+        k = 1;
+    }
+    for (int j = 0; j < k; j++)
+        out[j] = (report_frame_t){
+            .function = sf[j].function,
+            .file = sf[j].file,
+            .line = sf[j].line,
+            .module = md ? md->name : NULL,
+            .address = (unsigned long long)ip,
+            .is_inlined = (int)sf[j].is_inlined,
+        };
+    return k;
+}
+
+uint32_t report_stack_ips(report_ctx_t* c, uint32_t stack, uint64_t* ips, uint32_t max) {
+    return model_stack_ips(c->m, stack, ips, max);
 }
 
 int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
@@ -67,47 +107,21 @@ int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
         *out = NULL;
         return 0;
     }
-    size_t cap = nips * 2 + 4, n = 0;
-    report_frame_t* fr = calloc(cap, sizeof *fr);
+    size_t n = 0;
+    for (uint32_t i = 0; i < nips; i++) {
+        report_frame_t* room =
+            md_grow(c->scratch, &c->scratch_cap, n + REPORT_IP_FRAMES_MAX, sizeof *room);
+        if (!room)
+            break;
+        c->scratch = room;
+        n += (size_t)report_ip_frames(c, ips[i], room + n);
+    }
+    report_frame_t* fr = n ? malloc(n * sizeof *fr) : NULL;
     if (!fr) {
         *out = NULL;
         return 0;
     }
-    for (uint32_t i = 0; i < nips; i++) {
-        uint64_t ip = ips[i];
-        md_module_t* md = (md_module_t*)model_module_of(m, ip);
-        sym_frame_t sf[16];
-        int k = 0;
-        if (md) {
-            if (md->sym_handle < 0)
-                md->sym_handle = symbolizer_add_module(c->sym, md->path, md->build_id,
-                                                       md->build_id_len);
-            // A return address: the call is the byte before it.
-            if (md->sym_handle >= 0)
-                k = symbolizer_lookup(c->sym, md->sym_handle, ip - md->bias - 1, sf, 16);
-        }
-        if (k <= 0) {
-            sf[0] = (sym_frame_t){0};
-            k = 1;
-        }
-        for (int j = 0; j < k; j++) {
-            if (n == cap) {
-                cap *= 2;
-                report_frame_t* fresh = realloc(fr, cap * sizeof *fr);
-                if (!fresh)
-                    break;
-                fr = fresh;
-            }
-            fr[n++] = (report_frame_t){
-                .function = sf[j].function,
-                .file = sf[j].file,
-                .line = sf[j].line,
-                .module = md ? md->name : NULL,
-                .address = (unsigned long long)ip,
-                .is_inlined = (int)sf[j].is_inlined,
-            };
-        }
-    }
+    memcpy(fr, c->scratch, n * sizeof *fr);
     c->frames[stack] = fr;
     c->nframes[stack] = (int)n;
     *out = fr;

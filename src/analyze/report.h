@@ -57,6 +57,15 @@ void report_ctx_free(report_ctx_t* c);
 model_t* report_model(report_ctx_t* c);
 // Frames of stack id (count returned, *frames owned by the context).
 int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** frames);
+// The frames one return address of a stack stands for (more than one where calls were
+// inlined, innermost first; one without a name where it cannot be named): into out, which has
+// room for REPORT_IP_FRAMES_MAX. Returns their count. report_stack's frames are these, address
+// after address, so a writer that keeps what it made of each address (json_frames.c) writes a
+// stack without report_stack.
+#define REPORT_IP_FRAMES_MAX 16
+int report_ip_frames(report_ctx_t* c, uint64_t ip, report_frame_t* out);
+// The stack's return addresses, innermost first, at most max (model_stack_ips).
+uint32_t report_stack_ips(report_ctx_t* c, uint32_t stack, uint64_t* ips, uint32_t max);
 
 // Leak totals and records after suppressions; records in model order.
 typedef struct report_leaks_s {

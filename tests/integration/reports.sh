@@ -106,6 +106,18 @@ need(sum(x["peak_bytes"] for x in v) == t["peak_heap_bytes"], "site peak bytes %
 need(sum(x["leaked_bytes"] for x in v) == t["in_use_bytes"], "site leaked bytes")
 need(all(x["stack"] and "function" in x["stack"][0] for x in v), "a site without its stack")
 ' "$J"
+    # The leak records' stacks are written from what each return address stands for, made once
+    # (json_frames.c); the sites' through the symbolized stack (report_stack): a record's stack
+    # is that of the site its blocks came from, frame for frame, inlined frames included.
+    py "$n-json-record-stacks-are-site-stacks" "$LOAD"'
+sites = {json.dumps(x["stack"]) for x in d["sites"]}
+recs = d["leak_records"]
+need(recs, "no leak records")
+for r in recs:
+    need(json.dumps(r["stack"]) in sites, "a %s record with a stack no site has: %s" % (r["kind"], json.dumps(r["stack"])[:300]))
+if sys.argv[2] == "inlined":
+    need(any(f["inlined"] for r in recs for f in r["stack"]), "no record with an inlined frame")
+' "$J" "$([ "$n" = cxx_containers ] && echo inlined || echo plain)"
     py "$n-json-histogram" "$LOAD"'
 h = d["histogram"]
 need(sum(b["count"] for b in h) == t["allocations"], "histogram count")
