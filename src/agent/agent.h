@@ -49,6 +49,9 @@ void agent_fork_parent(void);
 void agent_fork_child(void);
 int agent_owns_process(void); // 0 in a child sharing the memory: vfork's, clone(CLONE_VM)'s
 void agent_before_exec(const char* path);
+// A thread's first event (its ring just taken): in a fork child whose trace has not begun, it
+// begins here, on this program thread; a second thread waits until it has. Cheap otherwise.
+HL_COLD void agent_child_first_event(void);
 int agent_is_from_start(void); // traced from the first allocation (not after a foreign one)
 
 // hooks_signal.c: finishing on fatal signals, invisibly to the program.

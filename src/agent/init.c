@@ -110,6 +110,33 @@ void agent_fork_parent(void) {
 }
 
 // The child of a traced process, set up to trace itself (or to stop, with no_follow).
+// A fork child's trace begins at its first heap event, not at the fork: a child that execs
+// without one (a spawn by fork then exec, as cmake's and libuv's are) leaves no file, the exec'd
+// image writing its own (agent_before_exec), and never copies out the parent's live blocks.
+// That copy was most of a spawn's cost to a program with a large heap (cmake: 29,000 blocks,
+// 200 KB of trace per child, a file each). A child that ends without an event has its trace
+// written at its end, the parent's blocks and the scan's verdicts in it, as before.
+enum { CHILD_TRACE_BEGUN = 0, CHILD_TRACE_PENDING = 1, CHILD_TRACE_BEGINNING = 2 };
+static _Atomic int child_trace; // CHILD_TRACE_*; BEGUN also outside fork children
+
+void agent_child_first_event(void) {
+    int pending = CHILD_TRACE_PENDING;
+    if (hl_likely(atomic_load_explicit(&child_trace, memory_order_acquire) == CHILD_TRACE_BEGUN))
+        return;
+    if (atomic_compare_exchange_strong(&child_trace, &pending, CHILD_TRACE_BEGINNING)) {
+        // The trace's first records (the process, its modules: read on a program thread, see
+        // writer_modules_changed, and the blocks inherited), then the child's writer.
+        writer_flush_sync();
+        writer_start();
+        atomic_store_explicit(&child_trace, CHILD_TRACE_BEGUN, memory_order_release);
+        return;
+    }
+    // Another thread of the child is copying out the inherited blocks: none of them may be
+    // released meanwhile (its release would come before the block in the trace).
+    while (atomic_load_explicit(&child_trace, memory_order_acquire) != CHILD_TRACE_BEGUN)
+        os_yield();
+}
+
 static void fork_child_traced(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();
@@ -130,13 +157,7 @@ static void fork_child_traced(void) {
         atomic_store(&hl_phase, HL_DONE);
         return;
     }
-    writer_flush_sync(); // the child's trace begins now, from its only thread
-    // and its writer with it: without one, events wait until a ring fills, all lost to a SIGKILL
-    hl_thread_t* self = thread_self();
-    int was_busy = self->busy;
-    self->busy = 1;
-    writer_start();
-    self->busy = was_busy;
+    atomic_store(&child_trace, CHILD_TRACE_PENDING); // agent_child_first_event
 }
 
 // The child's only thread is the one that forked (with another tid): the locks it holds are

@@ -26,7 +26,10 @@
 #include "unwind.h"
 
 static HL_COLD int attach_slow(hl_thread_t* t) {
-    return thread_attach(t);
+    if (thread_attach(t) != 0)
+        return -1;
+    agent_child_first_event();
+    return 0;
 }
 
 // An event's time. Events of different threads are put in order by their times; while glibc

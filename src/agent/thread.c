@@ -348,15 +348,9 @@ void thread_reset_after_fork(void) {
     clone_children_live = 0;
     if (atomic_load(&hl_thread_key_ready))
         atomic_store(&hl_thread_key_ready, HL_KEY_READY);
+    // The forking thread too is without a ring now: the child's first event takes one
+    // (thread_attach), and begins the child's trace with it (agent_child_first_event).
     hl_thread_t* self = thread_self();
-    if (self->ring) {
-        hl_ring_t* r = self->ring;
-        r->st = (hl_ring_stats_t){0};
-        atomic_store(&r->is_dead, 0);
-        self->index = atomic_fetch_add(&next_index, 1) + 1;
-        self->last_alloc = 0; // the child's trace has no ALLOC of this thread yet
-        self->tid = os_gettid();
-        r->thread_index = self->index;
-        r->tid = self->tid;
-    }
+    self->ring = NULL;
+    self->last_alloc = 0; // the child's trace has no ALLOC of this thread yet
 }

@@ -506,6 +506,48 @@ else
     fail "one -o name, a gap among earlier traces" "kept=$kept new='$new': $(ls "$D" | grep '^u' | tr '\n' ' ')"
 fi
 
+# A fork child's trace begins at its first heap event. One that execs without an event (a spawn)
+# leaves no trace of its own: the child's pid has one trace, the exec'd image's, which names the
+# parent. One that ends without an event still has its trace, written at its end: the parent's
+# 2,001 blocks, and the block it leaked (123 B) definitely lost in the child too. One with an event
+# before its exec has its trace, with the blocks it inherited, as before.
+for mode in exec exit event; do
+    hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
+    expect_status "fork_quiet $mode" 0
+    child=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$D/stdout")
+    parent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["pid"])' "$J" 2>/dev/null)
+    traces=$(cd "$D" && ls t.${child:-none}.hl* 2>/dev/null | tr '\n' ' ')
+    case $mode in
+    exec) want="t.$child.hl " ;;
+    exit) want="t.$child.hl " ;;
+    event) want="t.$child.hl t.$child.hl.1 " ;;
+    esac
+    if [ -n "$child" ] && [ "$traces" = "$want" ]; then
+        pass "fork_quiet $mode: the child's traces are $want"
+    else
+        fail "fork_quiet $mode: the child's traces" "expected '$want', got '$traces'"
+        continue
+    fi
+    report "fork_quiet $mode" "$D/t.$child.hl" "$D/child.json"
+    case $mode in
+    exec)
+        check "fork_quiet exec (the exec'd image)" "$D/child.json" \
+            "process['exe'].endswith('/exec_target')" "process['ppid'] == ${parent:-0}" \
+            "process['fork_child'] == False" "end['how'] == 'exit'" "end['value'] == 5" \
+            "names('inherited_leak') == []" "lb('definite') == 222" ;;
+    exit)
+        check "fork_quiet exit (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "process['ppid'] == ${parent:-0}" \
+            "end['how'] == 'exit'" "end['value'] == 3" "j['trace_complete'] == True" \
+            "totals['allocations'] == 0" "totals['in_use_blocks'] == 2001" \
+            "rec('definite', 'inherited_leak') == {'bytes': 123, 'blocks': 1, 'records': 1}" ;;
+    event)
+        check "fork_quiet event (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "end['how'] == 'exec'" "calls['malloc'] == 1" \
+            "calls['free'] == 1" "j['leaks']['unscanned']['blocks'] == 2001" ;;
+    esac
+done
+
 hl exec_follow --default-trace -- exec_parent
 expect_status "exec_parent" 7
 expect_stdout "exec_parent" "exec_parent: exec
