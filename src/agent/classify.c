@@ -265,15 +265,18 @@ static inline size_t pop(lc_t* c) {
     return i;
 }
 
-// w points into block i: its state moves on as memcheck's would.
+// w points into block i: its state moves on as memcheck's would. A block reached already, or a
+// pointer from a block not definitely reached, needs no heuristic: what it would say changes
+// nothing (most interior pointers of a compiler's heap are of the first kind, and a heuristic
+// reads the block's words and the pointed-to one, a cache miss each).
 static HL_NOINLINE void mark_block(lc_t* c, size_t i, uintptr_t w, int prior_definite) {
-    int via_start = w == c->in->starts[i] || heuristic_says_start(c, i, w);
-    if (via_start && prior_definite) {
-        if (state_of(c, i) != ST_REACHABLE)
-            set_and_push(c, i, ST_REACHABLE);
-    } else if (state_of(c, i) == ST_UNREACHED) {
+    unsigned state = state_of(c, i);
+    if (state == ST_REACHABLE)
+        return;
+    if (prior_definite && (w == c->in->starts[i] || heuristic_says_start(c, i, w)))
+        set_and_push(c, i, ST_REACHABLE);
+    else if (state == ST_UNREACHED)
         set_and_push(c, i, ST_POSSIBLE);
-    }
 }
 
 static void scan_range_marking(lc_t* c, uintptr_t lo, uintptr_t hi, int prior_definite) {
