@@ -509,7 +509,8 @@ fi
 # A fork child's trace begins at its first heap event. One that execs without an event (a spawn)
 # leaves no trace of its own: the child's pid has one trace, the exec'd image's, which names the
 # parent. One that ends without an event still has its trace, written at its end: the parent's
-# 2,001 blocks, and the block it leaked (123 B) definitely lost in the child too. One with an event
+# 2,001 blocks, the 2,000 its array holds still reachable (94,616 B), the one it leaked (123 B)
+# definitely lost in the child too. One with an event
 # before its exec has its trace, with the blocks it inherited, as before.
 for mode in exec exit event; do
     hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
@@ -540,7 +541,8 @@ for mode in exec exit event; do
             "process['fork_child'] == True" "process['ppid'] == ${parent:-0}" \
             "end['how'] == 'exit'" "end['value'] == 3" "j['trace_complete'] == True" \
             "totals['allocations'] == 0" "totals['in_use_blocks'] == 2001" \
-            "rec('definite', 'inherited_leak') == {'bytes': 123, 'blocks': 1, 'records': 1}" ;;
+            "rec('definite', 'inherited_leak') == {'bytes': 123, 'blocks': 1, 'records': 1}" \
+            "lb('definite') == 123" "lb('reachable') == 94616" ;;
     event)
         check "fork_quiet event (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exec'" "calls['malloc'] == 1" \

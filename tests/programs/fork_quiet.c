@@ -15,7 +15,7 @@
 
 #define KEPT 2000
 
-static void* kept[KEPT];
+void* kept[KEPT]; // not static: the stores stay, and the blocks reachable from it
 
 NOINLINE static void inherited_leak(void) {
     char* p = malloc(123);
@@ -46,7 +46,7 @@ static void child(const char* mode) {
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "exec";
     for (int i = 0; i < KEPT; i++)
-        keep(kept[i] = malloc(16 + i % 64));
+        kept[i] = malloc(16 + i % 64);
     inherited_leak();
     pid_t pid = fork();
     if (pid < 0)
