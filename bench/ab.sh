@@ -6,7 +6,8 @@
 # For a change on the hot path: BUILD_A from the base commit (git archive BASE | tar -x -C DIR
 # && make -C DIR), BUILD_B this tree's. WORKLOADS="churn_unique tree_paths ..." picks others:
 # churn_deep, tree, cxx, churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19
-# levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them),
+# levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them), spawn
+# (spawn.c: 200 of them started by fork then exec from a heap of 100,000 blocks),
 # sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed), cc1 (gcc's cc1 -O2
 # on gen_c.py's 30,000-line file) and make (make -s -j2 of this project, a fresh copy before
 # each run, untimed; every child traced).
@@ -25,7 +26,8 @@ trap 'rm -rf "$W"' EXIT
 gcc $NOFP -pthread -o "$W/churn_deep" "$here/churn_deep.c" &&
     gcc $NOFP -o "$W/tree" "$here/tree.c" && gcc $NOFP -o "$W/churn_mix" "$here/churn_mix.c" &&
     g++ $NOFP -o "$W/cxx" "$here/cxx.cc" && gcc $NOFP -o "$W/churn_unique" "$here/churn_unique.c" &&
-    gcc $NOFP -o "$W/tiny_malloc" "$here/tiny_malloc.c" && gcc -O2 -o "$W/measure" "$here/measure.c" ||
+    gcc $NOFP -o "$W/tiny_malloc" "$here/tiny_malloc.c" && gcc $NOFP -o "$W/spawn" "$here/spawn.c" &&
+    gcc -O2 -o "$W/measure" "$here/measure.c" ||
     exit 1
 run_ms() { # heaplens ARGS...: "CPU wall" milliseconds of one traced run (stdin: $IN)
     "$W/measure" -i "${IN:-/dev/null}" -o /dev/null -e /dev/null -r "$W/time" -- "$@" >/dev/null 2>&1
@@ -42,6 +44,7 @@ args_of() { # workload name -> its program and arguments
     churn_deep) echo "$W/churn_deep 1" ;;
     tree_paths) echo "$W/tree 19 --recursive" ;;
     procs) echo "/bin/sh $here/procs.sh $W/tiny_malloc 200" ;;
+    spawn) echo "$W/spawn 200 100000 $W/tiny_malloc" ;;
     sqlite) echo "sqlite3 :memory:" ;;
     cc1) echo "$(gcc -print-prog-name=cc1) -quiet -O2 $W/cc1.c -o /dev/null" ;;
     make) echo "make -s -j2 -C $W/make_run" ;;
