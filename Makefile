@@ -18,7 +18,7 @@ CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
-UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_agent_core \
+UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_json_stacks test_agent_core \
               test_epoch test_gsites test_pagemap test_addr_sort test_sites
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
@@ -160,6 +160,9 @@ $(BUILD)/tests/test_reader: tests/unit/test_reader.c $(ANALYZE_OBJ) $(HEADERS) $
 $(BUILD)/tests/test_heap_traced: tests/unit/test_heap_traced.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_heap_traced.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
+$(BUILD)/tests/test_json_stacks: tests/unit/test_json_stacks.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_json_stacks.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
 $(BUILD)/tests/test_aggregate: tests/unit/test_aggregate.c $(ANALYZE_OBJ) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Isrc/analyze -Itests -o $@ tests/unit/test_aggregate.c $(ANALYZE_OBJ) -ldw -lelf -lzstd -ldl -pthread -lm
@@ -240,7 +243,7 @@ FUZZ_CFLAGS   := -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-strict-aliasing $(
 FUZZ_OBJ      := $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(ANALYZE_SRC) $(CLI_SRC))
 FUZZ_BIN      := $(BUILD)/fuzz/fuzz_trace $(BUILD)/fuzz/unpack $(BUILD)/fuzz/pack
 ASAN_BUILD    := $(BUILD)/asan
-ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_varint test_symbols
+ASAN_TESTS    := test_reader test_aggregate test_heap_traced test_json_stacks test_varint test_symbols
 SAN_DEB_PACKAGES := clang libclang-rt-14-dev
 
 $(BUILD)/fuzz/obj/%.o: src/%.c $(HEADERS) $(BUILD)/gen/report_template.h $(PAGE_PARTS)

@@ -109,7 +109,6 @@ void agent_fork_parent(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-// The child of a traced process, set up to trace itself (or to stop, with no_follow).
 // A fork child's trace begins at its first heap event, not at the fork: a child that execs
 // without one (a spawn by fork then exec, as cmake's and libuv's are) leaves no file, the exec'd
 // image writing its own (agent_before_exec), and never copies out the parent's live blocks.
@@ -137,6 +136,7 @@ void agent_child_first_event(void) {
         os_yield();
 }
 
+// The child of a traced process, set up to trace itself (or to stop, with no_follow).
 static void fork_child_traced(void) {
     agent_pid = (int)syscall(SYS_getpid);
     stacks_unlock();

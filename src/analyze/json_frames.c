@@ -215,16 +215,22 @@ static const jf_ip_t* ip_lookup(json_frames_t* t, report_ctx_t* c, uint64_t ip) 
 static int stack_by_ips(FILE* out, json_frames_t* t, report_ctx_t* c, uint32_t stack) {
     uint64_t ips[MD_STACK_DEPTH_MAX];
     uint32_t n = report_stack_ips(c, stack, ips, MD_STACK_DEPTH_MAX);
-    const jf_ip_t* texts[MD_STACK_DEPTH_MAX];
-    for (uint32_t i = 0; i < n; i++)
-        if (!(texts[i] = ip_lookup(t, c, ips[i])))
+    // The texts themselves, not their slots: a later address may grow the table and move them.
+    const char* texts[MD_STACK_DEPTH_MAX];
+    uint32_t lens[MD_STACK_DEPTH_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        const jf_ip_t* e = ip_lookup(t, c, ips[i]);
+        if (!e)
             return -1;
+        texts[i] = e->text;
+        lens[i] = e->text_len;
+    }
     flockfile(out);
     putc_unlocked('[', out);
     for (uint32_t i = 0; i < n; i++) {
         if (i)
             fwrite_unlocked(", ", 1, 2, out);
-        fwrite_unlocked(texts[i]->text, 1, texts[i]->text_len, out);
+        fwrite_unlocked(texts[i], 1, lens[i], out);
     }
     putc_unlocked(']', out);
     funlockfile(out);
