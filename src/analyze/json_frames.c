@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// json_frames.c - a hash table of the symbolized frames a report has written, with each
-// frame's JSON text. A frame is its address plus what the symbolizer said of it (one address
-// gives several frames when calls were inlined); the symbolizer and the model intern their
-// strings, so equal frames have equal pointers and the key compares pointers, not text.
+// json_frames.c - the JSON text of the frames a report has written, each made once. An inline
+// table keeps it per return address (all the frames the address stands for: several when calls
+// were inlined), so a stack is written from its addresses alone. An indexing table keeps each
+// symbolized frame, numbered: a frame is its address plus what the symbolizer said of it; the
+// symbolizer and the model intern their strings, so equal frames have equal pointers and the
+// key compares pointers, not text.
 #define _GNU_SOURCE // fwrite_unlocked, fputs_unlocked
 #include "json_frames.h"
 #include "model.h"
@@ -18,11 +20,10 @@ typedef struct jf_entry_s {
     char* text; // the frame's JSON object
 } jf_entry_t;
 
-// Inline tables also keep, per return address, the text of all the frames it stands for: a
-// report's stacks are made of the same few thousand addresses, and a stack is then written from
-// its addresses alone, without symbolizing it frame by frame (report_stack) or finding each
-// frame in the table above: that was four fifths of the JSON report's own time on a trace with
-// 17,000 leak records of 30 frames each.
+// An inline table's entry: a report's stacks are made of the same few thousand addresses, and a
+// stack written from them is neither symbolized frame by frame (report_stack) nor looked up a
+// frame at a time: that was four fifths of the JSON report's own time on a trace with 17,000
+// leak records of 30 frames each.
 typedef struct jf_ip_s {
     uint64_t ip;
     uint32_t text_len; // 0: free slot (a text is never empty)
@@ -31,11 +32,13 @@ typedef struct jf_ip_s {
 
 struct json_frames_s {
     int by_index;
-    jf_entry_t* slots; // open addressing, power-of-two size, at most half full
+    // Indexing tables: open addressing, power-of-two size, at most half full.
+    jf_entry_t* slots;
     size_t cap, used;
     uint32_t* order; // by index - 1: the slot of each frame, for the table in index order
     size_t order_cap;
-    jf_ip_t* ips; // inline tables: by return address, open addressing, at most half full
+    // Inline tables: by return address, the same way (made on first use).
+    jf_ip_t* ips;
     size_t ips_cap, ips_used;
 };
 
@@ -46,6 +49,8 @@ json_frames_t* json_frames_new(int by_index) {
     if (!t)
         return NULL;
     t->by_index = by_index;
+    if (!by_index)
+        return t;
     t->cap = JF_INITIAL_SLOTS;
     t->slots = calloc(t->cap, sizeof *t->slots);
     if (!t->slots) {
@@ -214,7 +219,7 @@ static const jf_ip_t* ip_lookup(json_frames_t* t, report_ctx_t* c, uint64_t ip) 
 // An inline table's stack, from its addresses; -1 (nothing written) when out of memory.
 static int stack_by_ips(FILE* out, json_frames_t* t, report_ctx_t* c, uint32_t stack) {
     uint64_t ips[MD_STACK_DEPTH_MAX];
-    uint32_t n = report_stack_ips(c, stack, ips, MD_STACK_DEPTH_MAX);
+    uint32_t n = model_stack_ips(report_model(c), stack, ips, MD_STACK_DEPTH_MAX);
     // The texts themselves, not their slots: a later address may grow the table and move them.
     const char* texts[MD_STACK_DEPTH_MAX];
     uint32_t lens[MD_STACK_DEPTH_MAX];
@@ -249,13 +254,11 @@ void json_frames_stack(FILE* out, json_frames_t* t, report_ctx_t* c, uint32_t st
     for (int i = 0; i < n; i++) {
         if (i)
             fwrite_unlocked(", ", 1, 2, out);
-        const jf_entry_t* e = t ? lookup(t, &fr[i]) : NULL;
-        if (!e)
-            write_frame(out, &fr[i]);
-        else if (t->by_index)
+        const jf_entry_t* e = t && t->by_index ? lookup(t, &fr[i]) : NULL;
+        if (e)
             fprintf(out, "%u", e->index - 1);
         else
-            fwrite_unlocked(e->text, 1, e->text_len, out);
+            write_frame(out, &fr[i]);
     }
     putc_unlocked(']', out);
     funlockfile(out);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// json_frames.h - each distinct symbolized frame of a JSON report written once. Stacks share
-// most of their frames (the same few thousand addresses make up every stack of a program), so
-// a frame's JSON text is made the first time it is met and copied out after that; in the HTML
-// page's data, stacks go further and name frames by their index in one "frames" array.
+// json_frames.h - each distinct frame of a JSON report made into text once. Stacks share most
+// of their frames (the same few thousand addresses make up every stack of a program), so what
+// a return address stands for is made the first time it is met and copied out after that; in
+// the HTML page's data, stacks go further and name frames by their index in one "frames" array.
 #ifndef HL_JSON_FRAMES_H
 #define HL_JSON_FRAMES_H
 

@@ -91,10 +91,6 @@ int report_ip_frames(report_ctx_t* c, uint64_t ip, report_frame_t* out) {
     return k;
 }
 
-uint32_t report_stack_ips(report_ctx_t* c, uint32_t stack, uint64_t* ips, uint32_t max) {
-    return model_stack_ips(c->m, stack, ips, max);
-}
-
 int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** out) {
     model_t* m = c->m;
     if (stack < m->nstacks && c->frames[stack]) {

@@ -64,8 +64,6 @@ int report_stack(report_ctx_t* c, uint32_t stack, const report_frame_t** frames)
 // stack without report_stack.
 #define REPORT_IP_FRAMES_MAX 16
 int report_ip_frames(report_ctx_t* c, uint64_t ip, report_frame_t* out);
-// The stack's return addresses, innermost first, at most max (model_stack_ips).
-uint32_t report_stack_ips(report_ctx_t* c, uint32_t stack, uint64_t* ips, uint32_t max);
 
 // Leak totals and records after suppressions; records in model order.
 typedef struct report_leaks_s {
