@@ -994,6 +994,36 @@ static uint32_t caller_node(uint32_t id, int up) {
     return at;
 }
 
+// The very stack of a recent call at (ip, sp): a walk of the key's ways whose saved return
+// addresses all still hold (sqlite3 reaches its allocator from many places at one depth, and
+// finds 4% of its stacks past the first way). 0: none; the caller walks.
+static inline uint32_t recent_find(unwind_state_t* st, recent_t* rc, uint8_t* ways, uintptr_t ip,
+                                   uintptr_t sp, uintptr_t rbp) {
+    int nways = rc->ways_score || (st->seq % HL_WAYS_RETRY) == 0 ? HL_RECENT_WAYS : 1;
+    for (int w = 0; w < nways && ways[w]; w++) {
+        const walk_key_t* key = &rc->key[ways[w] - 1];
+        if (key->sp != sp || key->ip != ip ||
+            (key->slot && *(const uintptr_t*)key->slot != key->caller))
+            continue;
+        const last_stack_t* seen = &rc->walks[ways[w] - 1];
+        if (seen->n > 0 &&
+            (w == 0 ? tail_still_valid(seen, 0, rbp) : tail_still_same(seen, rbp))) {
+            rc->latest = ways[w] - 1;
+            rc->latest_seq = ++st->seq;
+            if (hl_unlikely(w > 0)) {
+                rc->ways_score = (uint8_t)(rc->ways_score > 255 - HL_WAYS_REWARD
+                                               ? 255
+                                               : rc->ways_score + HL_WAYS_REWARD);
+                recent_to_front(ways, w);
+            }
+            return seen->id;
+        }
+    }
+    if (nways > 1 && ways[1] && rc->ways_score)
+        rc->ways_score--;
+    return 0;
+}
+
 // The general unwinder's path, out of line: its 2 KiB array of frames must not sit in every
 // capture's frame, where it would push the walk below it deeper into the program's stack on
 // each allocation (a recursion near its stack limit would lose levels to it).
@@ -1002,7 +1032,7 @@ static HL_NOINLINE HL_COLD uint32_t capture_general(int max) {
     return stack_intern(ips, unwind_general(ips, max), NULL);
 }
 
-static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
+static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     uintptr_t ip, sp, rbp;
     // A release stack is cut to its innermost frames when a report names it (stacks.h:
     // HL_RELEASE_DEPTH). Right after an allocation it is taken at full depth from that
@@ -1032,27 +1062,11 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
         rc->generation = generation;
     }
     uint8_t* ways = rc->index[recent_slot(ip, sp)];
-    int nways = rc->ways_score || (st->seq % HL_WAYS_RETRY) == 0 ? HL_RECENT_WAYS : 1;
-    for (int w = 0; w < nways && ways[w]; w++) {
-        const walk_key_t* key = &rc->key[ways[w] - 1];
-        if (key->sp != sp || key->ip != ip ||
-            (key->slot && *(const uintptr_t*)key->slot != key->caller))
-            continue;
-        last_stack_t* seen = &rc->walks[ways[w] - 1];
-        if (seen->n > 0 &&
-            (w == 0 ? tail_still_valid(seen, 0, rbp) : tail_still_same(seen, rbp))) {
-            rc->latest = ways[w] - 1;
-            rc->latest_seq = ++st->seq;
-            if (w > 0)
-                rc->ways_score = (uint8_t)(rc->ways_score > 255 - HL_WAYS_REWARD
-                                               ? 255
-                                               : rc->ways_score + HL_WAYS_REWARD);
-            recent_to_front(ways, w);
-            return seen->id; // the very stack of a recent call
-        }
+    if (!looked) {
+        uint32_t id = recent_find(st, rc, ways, ip, sp, rbp);
+        if (id)
+            return id;
     }
-    if (nways > 1 && ways[1] && rc->ways_score)
-        rc->ways_score--;
     // Walk into the slot after the latest, reusing the outer frames of the thread's latest walk
     // of either kind (a free just after an allocation in the same function shares all but one).
     const last_stack_t* last = &rc->walks[rc->latest];
@@ -1098,11 +1112,11 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which) {
     return fresh->id;
 }
 
-// The very stack of a recent call, found as capture() finds it in the first way of its key:
-// most calls of most programs (sqlite3: 92%, tree.c: all). Apart from capture(), whose walk
-// keeps every register busy, its few loads and compares need no spill and no saved register.
-// 0: not found here, capture() decides (it looks again, in every way).
-static inline uint32_t capture_hit(hl_thread_t* t, int which) {
+// The very stack of a recent call, apart from capture(), whose walk keeps every register busy:
+// most calls of most programs (sqlite3: 92%, tree.c: all) need no spill and no saved register
+// of it. 1 and *id: found; 2: looked in vain, capture() walks; 0: capture() must look itself
+// (no state yet, new generation, or the general unwinder).
+static inline int capture_hit(hl_thread_t* t, int which, uint32_t* id) {
     unwind_state_t* st = t->unwind_cache;
     uintptr_t ip, sp, rbp;
     if (hl_unlikely(!st || st->depth < hl_opt.depth || !hl_opt.unwind_cfi ||
@@ -1112,28 +1126,19 @@ static inline uint32_t capture_hit(hl_thread_t* t, int which) {
     recent_t* rc = &st->recent[which];
     if (hl_unlikely(st->generation != generation || rc->generation != generation))
         return 0;
-    unsigned k = rc->index[recent_slot(ip, sp)][0];
-    if (!k--)
-        return 0;
-    const walk_key_t* key = &rc->key[k];
-    if (key->sp != sp || key->ip != ip ||
-        (key->slot && *(const uintptr_t*)key->slot != key->caller))
-        return 0;
-    const last_stack_t* seen = &rc->walks[k];
-    if (seen->n <= 0 || !tail_still_valid(seen, 0, rbp))
-        return 0;
-    rc->latest = (int)k;
-    rc->latest_seq = ++st->seq;
-    return seen->id;
+    *id = recent_find(st, rc, rc->index[recent_slot(ip, sp)], ip, sp, rbp);
+    return *id ? 1 : 2;
 }
 
 uint32_t stack_capture(hl_thread_t* t) {
-    uint32_t id = capture_hit(t, 0);
-    return hl_likely(id != 0) ? id : capture(t, 0);
+    uint32_t id;
+    int found = capture_hit(t, 0, &id);
+    return hl_likely(found == 1) ? id : capture(t, 0, found == 2);
 }
 uint32_t stack_capture_release(hl_thread_t* t) {
-    uint32_t id = capture_hit(t, 1);
-    return hl_likely(id != 0) ? id : capture(t, 1);
+    uint32_t id;
+    int found = capture_hit(t, 1, &id);
+    return hl_likely(found == 1) ? id : capture(t, 1, found == 2);
 }
 #else
 uint32_t stack_capture(hl_thread_t* t) {
