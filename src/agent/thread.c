@@ -20,6 +20,7 @@
 #include "ring.h"
 #include "scan.h"
 #include "thread.h"
+#include "unwind.h"
 
 pthread_key_t hl_thread_key;
 _Atomic int hl_thread_key_ready;
@@ -353,4 +354,5 @@ void thread_reset_after_fork(void) {
     hl_thread_t* self = thread_self();
     self->ring = NULL;
     self->last_alloc = 0; // the child's trace has no ALLOC of this thread yet
+    unwind_after_fork(self);
 }

@@ -608,6 +608,7 @@ typedef struct unwind_state_s {
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
     int is_populated;    // made present whole, or left to fault in (HL_STATE_POPULATE_AT)
+    unsigned populate_from; // seq when this process began counting towards that (a fork child)
 } unwind_state_t;
 
 // The thread of a single-threaded process that has walked this many stacks goes on to touch
@@ -691,6 +692,16 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
 
 // Once, at the first walk after HL_STATE_POPULATE_AT captures: the state made present if the
 // process runs single-threaded then, else left to fault in for good.
+// A fork child counts its own captures, not its parent's: a parent whose captures were all
+// found again (a loop) never walked after its first ones and left its state to the child,
+// which made all of it present at its first walk, then ran a command (a shell's child: 0.1 ms
+// of page clearing for a malloc and three frees before its exec).
+void unwind_after_fork(hl_thread_t* t) {
+    unwind_state_t* st = t->unwind_cache;
+    if (st && !st->is_populated)
+        st->populate_from = st->seq;
+}
+
 static HL_NOINLINE HL_COLD void state_populate(unwind_state_t* st) {
     st->is_populated = 1;
     if (__libc_single_threaded)
@@ -1073,7 +1084,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     const last_stack_t* theirs = &other->walks[other->latest];
     if (after_other && other->generation == generation && (theirs->is_complete || theirs->n >= max))
         last = theirs; // not a release walk cut short: its outer frames are the whole stack's
-    if (hl_unlikely(!st->is_populated) && st->seq >= HL_STATE_POPULATE_AT)
+    if (hl_unlikely(!st->is_populated) && st->seq - st->populate_from >= HL_STATE_POPULATE_AT)
         state_populate(st);
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
@@ -1148,6 +1159,9 @@ uint32_t stack_capture(hl_thread_t* t) {
 }
 uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
 void unwind_forget_recent(void) {} // nothing is remembered between walks here
+void unwind_after_fork(hl_thread_t* t) {
+    (void)t;
+}
 void unwind_code_unloaded(void) {}
 #endif
 

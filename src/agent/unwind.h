@@ -28,6 +28,7 @@ uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its 
 uint32_t stack_capture_fault(hl_thread_t* t, uintptr_t ip);
 void unwind_init(void);
 void unwind_forget_recent(void); // a new trace: every thread walks its stacks anew
+void unwind_after_fork(hl_thread_t* t); // the forking thread, in the child
 // After dlclose or dlopen (the loader may unload objects of its own): when objects were unloaded
 // since the last call, the rules worked out for their code are forgotten.
 void unwind_code_unloaded(void);
