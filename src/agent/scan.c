@@ -390,6 +390,18 @@ static void collect_one(const hl_block_t* blk, void* arg) {
     b->raw_epochs[i] = blk->epoch;
 }
 
+// The live blocks, and those a verdict is given on (not the agent's own libraries', not one
+// the program said to ignore).
+typedef struct live_tally_s {
+    size_t all, judged;
+} live_tally_t;
+
+static void tally_one(const hl_block_t* blk, void* arg) {
+    live_tally_t* t = arg;
+    t->all++;
+    t->judged += !blk->is_internal && !blk->ignored;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Roots from /proc/self/maps
 // ---------------------------------------------------------------------------------------------
@@ -927,13 +939,21 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     map_t* maps = NULL;
     lc_range_t* vt = NULL;
     size_t max_maps = 0, n = 0;
+    // No block to judge (a program that allocated nothing, or freed it all): no root need be
+    // read, nor the mappings (/bin/true: a tenth of what tracing it cost).
+    live_tally_t live = {0, 0};
+    live_for_each(tally_one, &live);
+    if (!live.judged && !world_runs_on) {
+        n = live.all;
+        goto emit;
+    }
     // thread-self: after main's pthread_exit, /proc/self is its zombie, which shows no mappings
     if (world_runs_on || read_all("/proc/thread-self/maps", &maps_text, &maps_cap) < 0)
         goto no_memory;
 
     // Everything but the roots in one mapping, sized by a first carve that only counts.
     max_maps = 1 + maps_cap / 32;
-    size_t cap = (size_t)live_count() + 16;
+    size_t cap = live.all + 16;
     for (int pass = 0; pass < 2; pass++) {
         arena.used = 0;
         maps = take(&arena, max_maps * sizeof(map_t));
@@ -979,14 +999,17 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
         pagemap_close(&pm);
     if (debug_scan)
         debug_reachable(&b, &rs);
+emit:
     emit_scan(enc,
               (req->all_stopped ? HL_SCAN_ALL_THREADS : 0) | at_exit |
                   (req->since_epoch ? HL_SCAN_ONLY_NEW : 0) |
                   (req->only_lost ? HL_SCAN_ONLY_LOST : 0),
               n);
     emit_verdicts(enc, &b, req);
-    os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
-    os_unmap(arena.base, arena.size);
+    if (rs.r)
+        os_unmap(rs.r, rs.cap * sizeof(lc_range_t));
+    if (arena.base)
+        os_unmap(arena.base, arena.size);
     return 0;
 
 no_memory:
