@@ -6,7 +6,8 @@
 # For a change on the hot path: BUILD_A from the base commit (git archive BASE | tar -x -C DIR
 # && make -C DIR), BUILD_B this tree's. WORKLOADS="churn_unique tree_paths ..." picks others:
 # churn_deep, tree, cxx, churn_mix (the default), churn_unique, tree_paths (tree --recursive, 19
-# levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them), spawn
+# levels here), procs (procs.sh: 200 short programs, each traced; the CPU of all of them),
+# procs_bash (the same run by bash, whose children allocate before their exec), spawn
 # (spawn.c: 200 of them started by fork then exec from a heap of 100,000 blocks),
 # sqlite (sqlite3 :memory: inserting 200k rows, when sqlite3 is installed), cc1 (gcc's cc1 -O2
 # on gen_c.py's 30,000-line file) and make (make -s -j2 of this project, a fresh copy before
@@ -44,6 +45,7 @@ args_of() { # workload name -> its program and arguments
     churn_deep) echo "$W/churn_deep 1" ;;
     tree_paths) echo "$W/tree 19 --recursive" ;;
     procs) echo "/bin/sh $here/procs.sh $W/tiny_malloc 200" ;;
+    procs_bash) echo "bash $here/procs.sh $W/tiny_malloc 200" ;;
     spawn) echo "$W/spawn 200 100000 $W/tiny_malloc" ;;
     sqlite) echo "sqlite3 :memory:" ;;
     cc1) echo "$(gcc -print-prog-name=cc1) -quiet -O2 $W/cc1.c -o /dev/null" ;;

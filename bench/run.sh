@@ -14,7 +14,7 @@
 #   TIMEOUT=S          per-command time limit in seconds (default 300, 120 with --quick)
 #   SLOWEST=K          a traced run may take at most K times native (default 40; >= 30 s)
 #   WORKLOADS="a b"    subset, by name (churn_deep churn_deep2 churn_unique tree tree_paths cxx
-#                      python sqlite churn_mix cc1 procs spawn make)
+#                      python sqlite churn_mix cc1 procs procs_bash spawn make)
 #   KEEP=1             keep the traces in BUILD_DIR/bench/runs/
 #   REPORT_ROUNDS=N    rounds of text/JSON/HTML reports of one trace (default ROUNDS)
 #   HEAPLENS_ARGS=...  extra `heaplens run` options;  HT_PRINT_ARGS=... extra heaptrack_print ones
@@ -40,7 +40,7 @@ mkdir -p "$B" "$root/bench/results" || exit 1
 if [ $quick = 1 ]; then rounds=${ROUNDS:-1}; timeout=${TIMEOUT:-120}; else rounds=${ROUNDS:-3}; timeout=${TIMEOUT:-300}; fi
 depth=${DEPTH:-64}
 vmem=${VMEM_MB:-4096}
-workloads=${WORKLOADS:-churn_deep churn_deep2 churn_unique tree tree_paths cxx python sqlite churn_mix cc1 procs spawn make}
+workloads=${WORKLOADS:-churn_deep churn_deep2 churn_unique tree tree_paths cxx python sqlite churn_mix cc1 procs procs_bash spawn make}
 nprocs=500 # programs procs.sh starts: its row also reads in ms per process
 nspawn=200 # programs spawn.c starts (by fork then exec) from its heap of spawn_blocks blocks
 spawn_blocks=100000
@@ -81,6 +81,7 @@ fi
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
 sqlite=$(command -v sqlite3 || true)
+bash=$(command -v bash || true)
 
 heaplens=$build/heaplens
 have_ht=1; command -v heaptrack >/dev/null && command -v heaptrack_print >/dev/null || have_ht=0
@@ -95,6 +96,7 @@ wl_desc() {
     churn_unique) echo "200k malloc/free pairs, each at the end of a random walk through 5 mutually recursive functions, 15-25 frames deep (every stack different)" ;;
     cc1) echo "gcc's cc1 -O2 on a generated $(wc -l <"$csrc" 2>/dev/null || echo '?')-line C file (bench/gen_c.py)" ;;
     procs) echo "a shell script starting $nprocs short programs (/bin/true and bench/tiny_malloc.c), one after the other" ;;
+    procs_bash) echo "the same script run by bash, whose children allocate before their exec (each writes a trace of its own)" ;;
     spawn) echo "a program holding $spawn_blocks live blocks starting $nspawn short programs (bench/tiny_malloc.c) by fork then exec, one after the other" ;;
     make) echo "make -j2 of this project in a fresh copy (heaplens follows every child; heaptrack traces make itself)" ;;
     cxx) echo "C++ std::map/std::string/std::vector churn (~3.7M allocations)" ;;
@@ -117,6 +119,7 @@ wl_cmd() {
     churn_unique) echo "$B/churn_unique" ;;
     cc1) [ -n "$cc1" ] && [ -s "$csrc" ] && echo "$cc1 -quiet -O2 $csrc -o /dev/null" ;;
     procs) echo "/bin/sh $here/procs.sh $B/tiny_malloc $nprocs" ;;
+    procs_bash) [ -n "$bash" ] && echo "$bash $here/procs.sh $B/tiny_malloc $nprocs" ;;
     spawn) echo "$B/spawn $nspawn $spawn_blocks $B/tiny_malloc" ;;
     make) [ -d "$snap" ] && echo "make -s -j2 -C $B/make_run" ;;
     esac
@@ -297,7 +300,7 @@ log "bench: $(echo $workloads | wc -w) workloads x $rounds round(s); heaplens -d
 for w in $workloads; do
     dir=$B/runs/$w
     rm -rf "$dir"; mkdir -p "$dir"
-    record "$w" - - desc "desc=$(wl_desc "$w")" $([ $w = procs ] && echo "procs=$nprocs") \
+    record "$w" - - desc "desc=$(wl_desc "$w")" $([ $w = procs ] || [ $w = procs_bash ] && echo "procs=$nprocs") \
         $([ $w = spawn ] && echo "procs=$nspawn")
     tools=(native heaptrack heaplens)
     for ((r = 1; r <= rounds; r++)); do
