@@ -183,11 +183,8 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
     if (r->fn < HL_FN_COUNT)
         m->calls[r->fn]++;
     md_stack_t* s = stack_of(m, stack);
-    if (s) {
-        s->allocations++;
-        s->bytes += size;
+    if (s)
         s->alloc_fn = r->fn;
-    }
     site_add(m, r, r->u[2], size, stack, r->u[3]);
     if (hl_unlikely(m->notes.ntagged))
         notes_on_alloc(&m->notes, r->thread, size);
@@ -423,21 +420,14 @@ static int on_record(const rd_record_t* r, void* arg) {
     return 0;
 }
 
-// Once read: what lives at the end, per stack, from the sites. A level below zero can only be a
-// FREE_EXPLICIT whose ALLOC the trace never got to (cut short): count it as nothing.
+// Once read: what lives at the end. A level below zero can only be a FREE_EXPLICIT whose ALLOC
+// the trace never got to (cut short): count it as nothing.
 static void finish_levels(model_t* m) {
     if ((int64_t)m->heap_bytes < 0 || (int64_t)m->heap_blocks < 0)
         m->heap_bytes = m->heap_blocks = 0;
-    for (size_t i = 1; i < m->nsites; i++) {
-        md_site_t* st = &m->sites[i];
-        if (st->live < 0)
-            st->live = 0;
-        md_stack_t* s = stack_of(m, st->stack);
-        if (s) {
-            s->live_blocks += (uint64_t)st->live;
-            s->live_bytes += (uint64_t)st->live * st->size;
-        }
-    }
+    for (size_t i = 1; i < m->nsites; i++)
+        if (m->sites[i].live < 0)
+            m->sites[i].live = 0;
 }
 
 int model_load(model_t* m, const char* path) {

@@ -45,13 +45,11 @@ typedef struct md_module_s {
 
 // A stack, by number (a node of the trace's prefix tree; model_stack_number() turns the trace's
 // id into its number); model_stack_ips() lists its frames. A trace of a program with millions
-// of call paths has as many of these as FRAME records: 48 bytes each, nothing kept per stack
-// that only a report of it needs (report.c keeps the frames of the stacks it shows).
+// of call paths has as many of these as FRAME records: 16 bytes each, nothing kept per stack
+// that only a report of it needs (report.c keeps the frames of the stacks it shows; the numbers
+// of a stack that allocates are its sites' and the aggregate's, aggregate.h).
 typedef struct md_stack_s {
-    uint64_t ip;          // this stack's innermost frame (0: no such stack)
-    uint64_t allocations; // ALLOC records naming this stack
-    uint64_t bytes;
-    uint64_t live_blocks, live_bytes; // at the end (from its sites, once loaded)
+    uint64_t ip;      // this stack's innermost frame (0: no such stack)
     uint32_t parent;  // the number of the stack of the callers (0: none)
     uint8_t alloc_fn; // HL_FN_* its allocations called (the stack starts at the call), 0: none
 } md_stack_t;

@@ -126,12 +126,21 @@ static char* stack_key(dside_t* d, uint32_t stack) {
 static int add_side(dtable_t* t, dside_t* d, int side) {
     model_t* m = d->m;
     char** keys = calloc(m->nstacks + 1, sizeof *keys); // per stack id, made once
-    if (!keys)
+    uint64_t* live = calloc(m->nstacks + 1, sizeof *live); // bytes live at the end, per stack
+    if (!keys || !live) {
+        free(keys);
+        free(live);
         return -1;
+    }
+    for (size_t i = 1; i < m->nsites; i++) // each site's level, at least 0 once loaded
+        if (m->sites[i].stack < m->nstacks)
+            live[m->sites[i].stack] += (uint64_t)m->sites[i].live * m->sites[i].size;
     int rc = 0;
     for (size_t id = 1; id < m->nstacks && rc == 0; id++) {
-        const md_stack_t* s = &m->stacks[id];
-        if (!s->allocations && !s->live_bytes)
+        // The aggregate's window is the whole trace here: its counts are every ALLOC's.
+        const ag_site_t* as = ag_site_for(&d->agg, (uint32_t)id);
+        uint64_t allocations = as ? as->allocations : 0;
+        if (!allocations && !live[id])
             continue;
         keys[id] = stack_key(d, (uint32_t)id);
         dsite_t* ds = keys[id] ? dt_get(t, keys[id]) : NULL;
@@ -141,13 +150,13 @@ static int add_side(dtable_t* t, dside_t* d, int side) {
         }
         if (!ds->stack[side])
             ds->stack[side] = (uint32_t)id;
-        ds->v[side][M_ALLOCS] += s->allocations;
-        ds->v[side][M_BYTES] += s->bytes;
-        ds->v[side][M_LIVE] += s->live_bytes;
-        const ag_site_t* as = ag_site_for(&d->agg, (uint32_t)id);
+        ds->v[side][M_ALLOCS] += allocations;
+        ds->v[side][M_BYTES] += as ? as->bytes : 0;
+        ds->v[side][M_LIVE] += live[id];
         if (as)
             ds->v[side][M_PEAK] += as->peak_bytes;
     }
+    free(live);
     report_leaks_t lk;
     report_leaks(d->ctx, NULL, &lk);
     d->leaked_bytes = lk.kinds[HL_LEAK_DEFINITE].bytes + lk.kinds[HL_LEAK_INDIRECT].bytes;
