@@ -216,9 +216,7 @@ uint32_t sites_number(uint64_t size, uint32_t stack) {
 }
 
 // A new trace (a fork child's) numbers from 1 again.
-void sites_reset(void) {
-    if (slots)
-        memset(slots, 0, (size_t)(mask + 1) * sizeof *slots);
+static void forget_sites(void) {
     for (uint32_t c = 0; c < HL_FIRST_CHUNKS; c++) {
         if (firsts[c])
             os_discard(firsts[c], HL_FIRST_CHUNK * sizeof(first_t)); // reads as zeros again
@@ -228,4 +226,16 @@ void sites_reset(void) {
     hashed = 0;
     nwide = 0;
     is_broken = 0;
+}
+
+void sites_reset(void) {
+    if (slots)
+        memset(slots, 0, (size_t)(mask + 1) * sizeof *slots);
+    forget_sites();
+}
+
+void sites_reset_after_fork(void) {
+    if (slots)
+        os_discard(slots, (size_t)(mask + 1) * sizeof *slots);
+    forget_sites();
 }
