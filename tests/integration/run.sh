@@ -550,6 +550,21 @@ for mode in exec exit event; do
     esac
 done
 
+# A program that ends with no block of its own live: its exit scan has nothing to judge, reads no
+# root, and says so as a full scan would (scanned, nothing lost, no record).
+for mode in none freed; do
+    hl nothing_live_$mode -- nothing_live $mode
+    expect_status "nothing_live $mode" 0
+    expect_stdout "nothing_live $mode" "nothing_live done"
+    allocs=0
+    [ $mode = freed ] && allocs=100
+    check "nothing_live $mode" "$J" "scanned == True" "j['trace_complete'] == True" \
+        "totals['allocations'] == $allocs" "totals['frees'] == $allocs" \
+        "totals['in_use_blocks'] == 0" "lb('definite') == 0" "lb('indirect') == 0" \
+        "lb('possible') == 0" "lb('reachable') == 0" "lb('unscanned') == 0" \
+        "j['leak_records'] == []" "end['how'] == 'exit'" "end['value'] == 0"
+done
+
 hl exec_follow --default-trace -- exec_parent
 expect_status "exec_parent" 7
 expect_stdout "exec_parent" "exec_parent: exec
