@@ -56,13 +56,14 @@ typedef struct md_stack_s {
 
 // An allocation site (format.h): blocks of one size from one stack, which the trace does not
 // tell apart.
+// 40 bytes: a trace of a program with millions of distinct stacks has as many sites.
 typedef struct md_site_s {
     uint64_t size;
-    uint32_t stack;
-    uint32_t verdicts[HL_LEAK_COUNT]; // the last scan's verdicts on its blocks, by kind
     int64_t live; // blocks live now; can dip below the truth while a block released by
                   // FREE_EXPLICIT waits for its ALLOC (0 at worst once loaded)
-    int64_t ignored; // of those, blocks the program asked never to be reported (heaplens_ignore)
+    uint32_t stack;
+    int32_t ignored; // of those, blocks the program asked never to be reported (heaplens_ignore)
+    uint32_t verdicts[HL_LEAK_COUNT]; // the last scan's verdicts on its blocks, by kind
 } md_site_t;
 
 // An array of `elem`-byte items at p with *cap of them, made to hold `need` (doubling; the new
