@@ -690,18 +690,18 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
     return (uint32_t)(frame_hash(ip, sp) >> 56); // HL_RECENT_INDEX = 256
 }
 
-// Once, at the first walk after HL_STATE_POPULATE_AT captures: the state made present if the
-// process runs single-threaded then, else left to fault in for good.
-// A fork child counts its own captures, not its parent's: a parent whose captures were all
-// found again (a loop) never walked after its first ones and left its state to the child,
-// which made all of it present at its first walk, then ran a command (a shell's child: 0.1 ms
-// of page clearing for a malloc and three frees before its exec).
+// A fork child counts its own captures towards HL_STATE_POPULATE_AT, not its parent's: a parent
+// whose captures were all found again (a loop) never walked after its first ones and left its
+// state to the child, which made all of it present at its first walk, then ran a command (a
+// shell's child: 0.1 ms of page clearing for a malloc and three frees before its exec).
 void unwind_after_fork(hl_thread_t* t) {
     unwind_state_t* st = t->unwind_cache;
     if (st && !st->is_populated)
         st->populate_from = st->seq;
 }
 
+// Once, at the first walk after HL_STATE_POPULATE_AT captures: the state made present if the
+// process runs single-threaded then, else left to fault in for good.
 static HL_NOINLINE HL_COLD void state_populate(unwind_state_t* st) {
     st->is_populated = 1;
     if (__libc_single_threaded)

@@ -7,6 +7,7 @@
 // key compares pointers, not text.
 #define _GNU_SOURCE // fwrite_unlocked, fputs_unlocked
 #include "json_frames.h"
+#include "idmap.h"
 #include "model.h"
 
 #include <stdint.h>
@@ -20,14 +21,13 @@ typedef struct jf_entry_s {
     char* text; // the frame's JSON object
 } jf_entry_t;
 
-// An inline table's entry: a report's stacks are made of the same few thousand addresses, and a
-// stack written from them is neither symbolized frame by frame (report_stack) nor looked up a
-// frame at a time: that was four fifths of the JSON report's own time on a trace with 17,000
-// leak records of 30 frames each.
+// An inline table's text of a return address: a report's stacks are made of the same few
+// thousand addresses, and a stack written from them is neither symbolized frame by frame
+// (report_stack) nor looked up a frame at a time: that was four fifths of the JSON report's own
+// time on a trace with 17,000 leak records of 30 frames each.
 typedef struct jf_ip_s {
-    uint64_t ip;
-    uint32_t text_len; // 0: free slot (a text is never empty)
-    char* text;        // its frames' objects, ", " between them
+    uint32_t text_len;
+    char* text; // its frames' objects, ", " between them
 } jf_ip_t;
 
 struct json_frames_s {
@@ -37,9 +37,10 @@ struct json_frames_s {
     size_t cap, used;
     uint32_t* order; // by index - 1: the slot of each frame, for the table in index order
     size_t order_cap;
-    // Inline tables: by return address, the same way (made on first use).
-    jf_ip_t* ips;
-    size_t ips_cap, ips_used;
+    // Inline tables: each return address numbered as it is met, its text at its number.
+    idmap_t ip_numbers;
+    jf_ip_t* ips; // ips[1 .. ip_numbers.n]
+    size_t ips_cap;
 };
 
 #define JF_INITIAL_SLOTS 4096
@@ -49,6 +50,7 @@ json_frames_t* json_frames_new(int by_index) {
     if (!t)
         return NULL;
     t->by_index = by_index;
+    idmap_init(&t->ip_numbers);
     if (!by_index)
         return t;
     t->cap = JF_INITIAL_SLOTS;
@@ -65,9 +67,10 @@ void json_frames_free(json_frames_t* t) {
         return;
     for (size_t i = 0; i < t->cap; i++)
         free(t->slots[i].text);
-    for (size_t i = 0; i < t->ips_cap; i++)
+    for (size_t i = 1; i <= t->ip_numbers.n; i++)
         free(t->ips[i].text);
     free(t->ips);
+    idmap_free(&t->ip_numbers);
     free(t->slots);
     free(t->order);
     free(t);
@@ -161,40 +164,16 @@ static const jf_entry_t* lookup(json_frames_t* t, const report_frame_t* f) {
     return e;
 }
 
-static size_t ip_slot(uint64_t ip, size_t cap) {
-    uint64_t h = ip * 0xff51afd7ed558ccdull;
-    return (size_t)(h ^ (h >> 29)) & (cap - 1);
-}
-
-static int ips_grow(json_frames_t* t) {
-    size_t cap = t->ips_cap ? t->ips_cap * 2 : JF_INITIAL_SLOTS;
-    jf_ip_t* fresh = calloc(cap, sizeof *fresh);
-    if (!fresh)
-        return -1;
-    for (size_t i = 0; i < t->ips_cap; i++) {
-        if (!t->ips[i].text_len)
-            continue;
-        size_t k = ip_slot(t->ips[i].ip, cap);
-        while (fresh[k].text_len)
-            k = (k + 1) & (cap - 1);
-        fresh[k] = t->ips[i];
-    }
-    free(t->ips);
-    t->ips = fresh;
-    t->ips_cap = cap;
-    return 0;
-}
-
 // The text of the frames of return address ip, made on first use; NULL when out of memory.
 static const jf_ip_t* ip_lookup(json_frames_t* t, report_ctx_t* c, uint64_t ip) {
-    if ((t->ips_used + 1) * 2 > t->ips_cap && ips_grow(t) != 0)
+    uint32_t k = idmap_find(&t->ip_numbers, ip);
+    if (k)
+        return &t->ips[k];
+    size_t next = (size_t)t->ip_numbers.n + 1;
+    jf_ip_t* grown = md_grow(t->ips, &t->ips_cap, next + 1, sizeof *grown);
+    if (!grown)
         return NULL;
-    size_t k = ip_slot(ip, t->ips_cap);
-    while (t->ips[k].text_len) {
-        if (t->ips[k].ip == ip)
-            return &t->ips[k];
-        k = (k + 1) & (t->ips_cap - 1);
-    }
+    t->ips = grown;
     report_frame_t fr[REPORT_IP_FRAMES_MAX];
     int n = report_ip_frames(c, ip, fr);
     char* text = NULL;
@@ -207,13 +186,13 @@ static const jf_ip_t* ip_lookup(json_frames_t* t, report_ctx_t* c, uint64_t ip) 
             fputs(", ", mem);
         write_frame(mem, &fr[i]);
     }
-    if (fclose(mem) != 0 || !text || !len || len > UINT32_MAX) {
+    if (fclose(mem) != 0 || !text || !len || len > UINT32_MAX ||
+        idmap_add(&t->ip_numbers, ip) != next) {
         free(text);
         return NULL;
     }
-    t->ips[k] = (jf_ip_t){.ip = ip, .text_len = (uint32_t)len, .text = text};
-    t->ips_used++;
-    return &t->ips[k];
+    t->ips[next] = (jf_ip_t){.text_len = (uint32_t)len, .text = text};
+    return &t->ips[next];
 }
 
 // An inline table's stack, from its addresses; -1 (nothing written) when out of memory.
