@@ -31,6 +31,7 @@
 #include "modules.h"
 #include "options.h"
 #include "real.h"
+#include "ring.h"
 #include "scan.h"
 #include "sink.h"
 #include "stacks.h"
@@ -120,13 +121,22 @@ static _Atomic int child_trace; // CHILD_TRACE_*; BEGUN also outside fork childr
 
 void agent_child_first_event(void) {
     int pending = CHILD_TRACE_PENDING;
-    if (hl_likely(atomic_load_explicit(&child_trace, memory_order_acquire) == CHILD_TRACE_BEGUN))
+    if (hl_likely(atomic_load_explicit(&child_trace, memory_order_acquire) == CHILD_TRACE_BEGUN)) {
+        if (atomic_load(&hl_writer_due) != UINT64_MAX)
+            writer_start_due(); // a thread of a fork child: it lives on
         return;
+    }
     if (atomic_compare_exchange_strong(&child_trace, &pending, CHILD_TRACE_BEGINNING)) {
         // The trace's first records (the process, its modules: read on a program thread, see
-        // writer_modules_changed, and the blocks inherited), then the child's writer.
+        // writer_modules_changed, and the blocks inherited). The child's writer follows once the
+        // child needs it (writer_start_later); allocator statistics want it from the start.
         writer_flush_sync();
-        writer_start();
+        if (hl_opt.alloc_stats_ms) {
+            writer_start();
+        } else {
+            thread_self()->untimed_mask = 0; // each event looks at the clock until then
+            writer_start_later();
+        }
         atomic_store_explicit(&child_trace, CHILD_TRACE_BEGUN, memory_order_release);
         return;
     }

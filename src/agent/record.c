@@ -34,12 +34,16 @@ static HL_COLD int attach_slow(hl_thread_t* t) {
 
 // An event's time. Events of different threads are put in order by their times; while glibc
 // runs the process single-threaded there is one ring and its order is the events' order, so
-// only one event in 64 reads the clock (rdtsc costs ~10 ns here, a tenth of a whole call on
-// tree or cxx) and the writer gives the others the latest time it knows (writer.c).
+// only one event in 64 (HL_UNTIMED_MASK) reads the clock (rdtsc costs ~10 ns here, a tenth of
+// a whole call on tree or cxx) and the writer gives the others the latest time it knows
+// (writer.c). A thread's first event is timed.
 HL_INLINE uint64_t event_ticks(hl_thread_t* t) {
-    if (hl_likely(__libc_single_threaded) && (t->untimed++ & 63)) // a thread's first is timed
+    if (hl_likely(__libc_single_threaded) && (t->untimed++ & t->untimed_mask))
         return 0;
-    return clock_ticks();
+    uint64_t now = clock_ticks();
+    if (hl_unlikely(now >= atomic_load_explicit(&hl_writer_due, memory_order_relaxed)))
+        writer_start_due(); // a fork child that lives on (writer.c)
+    return now;
 }
 
 // One event into this thread's ring; the only way events are made.

@@ -77,6 +77,11 @@ extern _Atomic int hl_writer_sleeping;
 
 HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a waiting writer
 
+// A fork child's writer thread is made once the child needs one (writer.c, writer_start_later):
+// the clock_ticks() from which an event starts it, UINT64_MAX when none is waited for.
+extern _Atomic uint64_t hl_writer_due;
+HL_COLD void writer_start_due(void);
+
 // The writer read a slot's line on the ring's last lap, on its own CPU: the producer's store to
 // it must first take the line back from there (hundreds of cycles when the two CPUs are far
 // apart), and while it waits every later store waits behind it, down to the pushes of the next

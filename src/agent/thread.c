@@ -30,7 +30,7 @@ static _Atomic int registry_lock;
 static _Atomic uint32_t next_index;
 
 // Until the key exists (the first moments of the process, one thread) everyone shares this.
-static hl_thread_t boot_state;
+static hl_thread_t boot_state = {.untimed_mask = HL_UNTIMED_MASK};
 
 // Thread states come from agent pages, and go back to this list when their thread ends.
 static hl_thread_t* free_states;
@@ -70,7 +70,7 @@ static hl_thread_t* state_new_locked(void) {
         t = unused_state++;
     }
     void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
-    *t = (hl_thread_t){.unwind_cache = cache};
+    *t = (hl_thread_t){.unwind_cache = cache, .untimed_mask = HL_UNTIMED_MASK};
     return t;
 }
 

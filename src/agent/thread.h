@@ -14,6 +14,10 @@
 // Per-thread agent state, reached through one pthread key rather than TLS: a TLS segment in
 // the agent would make glibc size every thread's DTV for one more module, changing the
 // program's own allocations. ring == NULL sends the first event through thread_attach().
+// While glibc runs the process single-threaded, one event in HL_UNTIMED_MASK + 1 reads the clock
+// (record.c, event_ticks).
+#define HL_UNTIMED_MASK 63u
+
 typedef struct hl_thread_s {
     int busy;         // inside the agent: nested allocations go straight to the real ones
     int park_pending; // a stop-the-world request arrived while busy
@@ -21,6 +25,8 @@ typedef struct hl_thread_s {
     uintptr_t last_alloc; // this thread's latest allocation while it lives (0: freed, none)
     uintptr_t in_flight;  // a block recorded and not yet handed to the program (a scan's root)
     uint32_t untimed;     // events since the last one with a time (while single-threaded)
+    uint32_t untimed_mask; // HL_UNTIMED_MASK; 0 (each event timed) in a fork child until its
+                           // writer starts: an event's time is when the child wants it (writer.c)
     int paused;           // heaplens_pause depth: allocations kept as internal (api.c)
     int in_callback;      // running a callback of the API: its own crossings do not call again
     uint32_t index;       // thread index, 1-based, never reused within a trace

@@ -45,6 +45,7 @@
 #include "writer.h"
 
 _Atomic int hl_writer_sleeping;
+_Atomic uint64_t hl_writer_due = UINT64_MAX;
 static _Atomic int writer_wake;
 static _Atomic int writer_mutex;
 static _Atomic int writer_running;
@@ -833,6 +834,8 @@ static void* writer_main(void* arg) {
 }
 
 void ring_quarter(hl_ring_t* r, uint64_t h) {
+    if (atomic_load_explicit(&hl_writer_due, memory_order_relaxed) != UINT64_MAX)
+        writer_start_due(); // a child's ring a quarter full: its writer is wanted now
     int how = atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed);
     if (how == HL_WRITER_ASLEEP ||
         (how == HL_WRITER_NAPPING &&
@@ -945,6 +948,28 @@ int writer_start(void) {
         __libc_single_threaded = 1; // the executable's copy, when it has one
     }
     return 0;
+}
+
+// A fork child's writer waits for the child to need it. Most fork children exec or end within a
+// millisecond of their first event (a shell's, before the program it runs), and a thread made
+// for that moment, then killed by the exec, was 8% of a traced bash script's time (0.15 ms of
+// each command; a writer that did nothing at all cost as much). Until then the child's events
+// wait in its ring: its exec or its end writes them (writer_exec_locked, writer_end_locked), as
+// a full ring would (ring_wait_space). The writer starts at the child's first event once its
+// trace is one sample period old (the first time-line sample would be taken then), at a quarter
+// of a ring filled, or when the child makes a thread.
+void writer_start_later(void) {
+    clock_recalibrate();
+    double ticks = (double)hl_opt.sample_ms * 1e6 / ns_per_tick;
+    atomic_store(&hl_writer_due, clock_ticks() + (uint64_t)ticks);
+}
+
+void writer_start_due(void) {
+    if (atomic_exchange(&hl_writer_due, UINT64_MAX) != UINT64_MAX)
+        writer_start();
+    // The child's forking thread read the clock at each event; another thread that starts the
+    // writer makes the process multi-threaded, where every event reads it anyway.
+    thread_self()->untimed_mask = HL_UNTIMED_MASK;
 }
 
 static int ring_has_space(hl_ring_t* r) {
@@ -1287,6 +1312,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, HL_WRITER_AWAKE);
+    atomic_store(&hl_writer_due, UINT64_MAX); // this child's first event sets its own
     chunk_restart();
     // What the parent's trace named is given back, not cleared: a clearing write copied every
     // page of it the parent had written, and wrote all 128 KiB of thread_emitted (0.06 ms of

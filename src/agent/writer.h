@@ -17,6 +17,7 @@ typedef struct hl_heap_totals_s {
 } hl_heap_totals_t;
 
 int writer_start(void);                 // lazily, from the first slow path; 0 or -errno
+void writer_start_later(void);          // a fork child's: once it needs one (writer_start_due)
 void writer_flush_sync(void);           // drain everything now, write it out (caller: any thread)
 // The heap as the trace says it, every event made so far drained first; with `ring`, that
 // ring's own counts too (caller: any program thread).

@@ -511,8 +511,11 @@ fi
 # parent. One that ends without an event still has its trace, written at its end: the parent's
 # 2,001 blocks, the 2,000 its array holds still reachable (94,616 B), the one it leaked (123 B)
 # definitely lost in the child too. One with an event
-# before its exec has its trace, with the blocks it inherited, as before.
-for mode in exec exit event; do
+# before its exec has its trace, with the blocks it inherited, as before, and no thread of
+# heaplens's before that exec: its writer waits for a child that lives on (one that allocates
+# for 60 ms has it, and its trace samples the RSS while it lives); one that falls idle has its
+# events written at its end.
+for mode in exec exit event lives idle; do
     hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
     expect_status "fork_quiet $mode" 0
     child=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$D/stdout")
@@ -522,6 +525,7 @@ for mode in exec exit event; do
     exec) want="t.$child.hl " ;;
     exit) want="t.$child.hl " ;;
     event) want="t.$child.hl t.$child.hl.1 " ;;
+    lives | idle) want="t.$child.hl " ;;
     esac
     if [ -n "$child" ] && [ "$traces" = "$want" ]; then
         pass "fork_quiet $mode: the child's traces are $want"
@@ -547,6 +551,23 @@ for mode in exec exit event; do
         check "fork_quiet event (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exec'" "calls['malloc'] == 1" \
             "calls['free'] == 1" "j['leaks']['unscanned']['blocks'] == 2001" ;;
+    lives)
+        check "fork_quiet lives (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
+            "j['trace_complete'] == True" "calls['malloc'] == 60" "calls['free'] == 60"
+        # RSS comes from the writer's samples: seen before the child's last 10 ms, it sampled
+        "$HL" report --timeline --buckets 20 "$D/t.$child.hl" >"$D/child.timeline" 2>&1
+        sampled=$(awk '$1 ~ /^[0-9.]+$/ && $1 + 0 < 50 && $5 != "0" { n++ } END { print n + 0 }' "$D/child.timeline")
+        if [ "$sampled" -gt 0 ]; then
+            pass "fork_quiet lives: the child's writer sampled its RSS while it ran"
+        else
+            fail "fork_quiet lives: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
+        fi ;;
+    idle)
+        check "fork_quiet idle (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
+            "j['trace_complete'] == True" "calls['malloc'] == 1" "totals['in_use_blocks'] == 2002" \
+            "lb('reachable') == 94616 + 77" ;;
     esac
 done
 

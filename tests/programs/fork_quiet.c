@@ -3,12 +3,19 @@
 //   exec   execs exec_target (next to this executable) with "5" at once, without a heap event,
 //          as a spawn by fork then exec does
 //   exit   ends by _exit(3) without a heap event
-//   event  allocates and frees a block, then execs exec_target with "5"
+//   event  allocates and frees a block, then execs exec_target with "5"; before the exec it
+//          must be the only thread of its process, as without heaplens (else _exit(97))
+//   lives  allocates and frees a block every millisecond for 60 ms, then ends by _exit(3)
+//   idle   allocates one block, then sleeps 100 ms without a heap event and ends by _exit(3)
 // The parent waits for the child, prints "child PID" and returns 0 when the child ended as
-// its mode says (5, 3, 5), else 1.
+// its mode says (5, 3, 5, 3, 3), else 1.
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -29,12 +36,57 @@ NOINLINE static void child_event(void) {
     free(p);
 }
 
+// The threads of this process, from /proc/self/task by system calls alone (no heap event).
+static int count_tasks(void) {
+    char buf[4096];
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int n = 0;
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got;) {
+            const char* name = buf + off + 19; // struct linux_dirent64: d_name at 19
+            unsigned short reclen = *(unsigned short*)(buf + off + 16);
+            if (name[0] != '.')
+                n++;
+            off += reclen;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+void* idle_block; // not static: the store stays, and the block reachable from it
+
 static void child(const char* mode) {
     static char path[4096];
     if (!strcmp(mode, "exit"))
         _exit(3);
-    if (!strcmp(mode, "event"))
+    if (!strcmp(mode, "lives")) {
+        for (int i = 0; i < 60; i++) {
+            child_event();
+            sleep_ms(1);
+        }
+        _exit(3);
+    }
+    if (!strcmp(mode, "idle")) {
+        idle_block = malloc(77);
+        keep(idle_block);
+        sleep_ms(100);
+        _exit(3);
+    }
+    if (!strcmp(mode, "event")) {
         child_event();
+        if (count_tasks() != 1)
+            _exit(97);
+    }
     if (exe_dir(path, sizeof path - 32) != 0)
         _exit(98);
     strcat(path, "/exec_target");
@@ -58,5 +110,6 @@ int main(int argc, char** argv) {
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
         return 1;
     scrub_stack();
-    return WEXITSTATUS(status) == (!strcmp(mode, "exit") ? 3 : 5) ? 0 : 1;
+    int ends_by_exit = !strcmp(mode, "exit") || !strcmp(mode, "lives") || !strcmp(mode, "idle");
+    return WEXITSTATUS(status) == (ends_by_exit ? 3 : 5) ? 0 : 1;
 }
