@@ -513,9 +513,9 @@ fi
 # definitely lost in the child too. One with an event
 # before its exec has its trace, with the blocks it inherited, as before, and no thread of
 # heaplens's before that exec: its writer waits for a child that lives on (one that allocates
-# for 60 ms has it, and its trace samples the RSS while it lives); one that falls idle has its
-# events written at its end.
-for mode in exec exit event lives idle; do
+# for 60 ms has it, and its trace samples the RSS while it lives, as does one that makes a thread
+# and then falls idle); one that falls idle has its events written at its end.
+for mode in exec exit event lives idle thread; do
     hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
     expect_status "fork_quiet $mode" 0
     child=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$D/stdout")
@@ -525,7 +525,7 @@ for mode in exec exit event lives idle; do
     exec) want="t.$child.hl " ;;
     exit) want="t.$child.hl " ;;
     event) want="t.$child.hl t.$child.hl.1 " ;;
-    lives | idle) want="t.$child.hl " ;;
+    lives | idle | thread) want="t.$child.hl " ;;
     esac
     if [ -n "$child" ] && [ "$traces" = "$want" ]; then
         pass "fork_quiet $mode: the child's traces are $want"
@@ -562,6 +562,18 @@ for mode in exec exit event lives idle; do
             pass "fork_quiet lives: the child's writer sampled its RSS while it ran"
         else
             fail "fork_quiet lives: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
+        fi ;;
+    thread)
+        check "fork_quiet thread (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
+            "j['trace_complete'] == True" "calls['malloc'] == 11" "calls['free'] == 11" \
+            "totals['threads'] == 2"
+        "$HL" report --timeline --buckets 20 "$D/t.$child.hl" >"$D/child.timeline" 2>&1
+        sampled=$(awk '$1 ~ /^[0-9.]+$/ && $1 + 0 < 45 && $5 != "0" { n++ } END { print n + 0 }' "$D/child.timeline")
+        if [ "$sampled" -gt 0 ]; then
+            pass "fork_quiet thread: the child's writer sampled its RSS while it ran"
+        else
+            fail "fork_quiet thread: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
         fi ;;
     idle)
         check "fork_quiet idle (the child)" "$D/child.json" \

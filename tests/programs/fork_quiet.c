@@ -7,10 +7,13 @@
 //          must be the only thread of its process, as without heaplens (else _exit(97))
 //   lives  allocates and frees a block every millisecond for 60 ms, then ends by _exit(3)
 //   idle   allocates one block, then sleeps 100 ms without a heap event and ends by _exit(3)
+//   thread allocates and frees a block, has a thread of its own do it 10 times, then sleeps
+//          60 ms without a heap event and ends by _exit(3)
 // The parent waits for the child, prints "child PID" and returns 0 when the child ended as
-// its mode says (5, 3, 5, 3, 3), else 1.
+// its mode says (5, 3, 5, 3, 3, 3), else 1.
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -65,6 +68,12 @@ static void sleep_ms(long ms) {
 
 void* idle_block; // not static: the store stays, and the block reachable from it
 
+static void* ten_events(void* arg) {
+    for (int i = 0; i < 10; i++)
+        child_event();
+    return arg;
+}
+
 static void child(const char* mode) {
     static char path[4096];
     if (!strcmp(mode, "exit"))
@@ -74,6 +83,14 @@ static void child(const char* mode) {
             child_event();
             sleep_ms(1);
         }
+        _exit(3);
+    }
+    if (!strcmp(mode, "thread")) {
+        child_event();
+        pthread_t th;
+        if (pthread_create(&th, NULL, ten_events, NULL) != 0 || pthread_join(th, NULL) != 0)
+            _exit(96);
+        sleep_ms(60);
         _exit(3);
     }
     if (!strcmp(mode, "idle")) {
@@ -110,6 +127,7 @@ int main(int argc, char** argv) {
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
         return 1;
     scrub_stack();
-    int ends_by_exit = !strcmp(mode, "exit") || !strcmp(mode, "lives") || !strcmp(mode, "idle");
+    int ends_by_exit = !strcmp(mode, "exit") || !strcmp(mode, "lives") || !strcmp(mode, "idle") ||
+                       !strcmp(mode, "thread");
     return WEXITSTATUS(status) == (ends_by_exit ? 3 : 5) ? 0 : 1;
 }
