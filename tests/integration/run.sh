@@ -515,6 +515,19 @@ fi
 # heaplens's before that exec: its writer waits for a child that lives on (one that allocates
 # for 60 ms has it, and its trace samples the RSS while it lives, as does one that makes a thread
 # and then falls idle); one that falls idle has its events written at its end.
+# sampled_before MODE MS: the child's time line has an RSS sample before MS ms into its trace.
+# RSS comes from the writer's samples (the last one, at the child's end, comes later): seen
+# that early, the writer ran while the child lived.
+sampled_before() {
+    "$HL" report --timeline --buckets 20 "$D/t.$child.hl" >"$D/child.timeline" 2>&1
+    local n
+    n=$(awk -v ms="$2" '$1 ~ /^[0-9.]+$/ && $1 + 0 < ms && $5 != "0" { n++ } END { print n + 0 }' "$D/child.timeline")
+    if [ "$n" -gt 0 ]; then
+        pass "fork_quiet $1: the child's writer sampled its RSS while it ran"
+    else
+        fail "fork_quiet $1: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
+    fi
+}
 for mode in exec exit event lives idle thread; do
     hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
     expect_status "fork_quiet $mode" 0
@@ -555,26 +568,13 @@ for mode in exec exit event lives idle thread; do
         check "fork_quiet lives (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
             "j['trace_complete'] == True" "calls['malloc'] == 60" "calls['free'] == 60"
-        # RSS comes from the writer's samples: seen before the child's last 10 ms, it sampled
-        "$HL" report --timeline --buckets 20 "$D/t.$child.hl" >"$D/child.timeline" 2>&1
-        sampled=$(awk '$1 ~ /^[0-9.]+$/ && $1 + 0 < 50 && $5 != "0" { n++ } END { print n + 0 }' "$D/child.timeline")
-        if [ "$sampled" -gt 0 ]; then
-            pass "fork_quiet lives: the child's writer sampled its RSS while it ran"
-        else
-            fail "fork_quiet lives: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
-        fi ;;
+        sampled_before lives 50 ;;
     thread)
         check "fork_quiet thread (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
             "j['trace_complete'] == True" "calls['malloc'] == 11" "calls['free'] == 11" \
             "totals['threads'] == 2"
-        "$HL" report --timeline --buckets 20 "$D/t.$child.hl" >"$D/child.timeline" 2>&1
-        sampled=$(awk '$1 ~ /^[0-9.]+$/ && $1 + 0 < 45 && $5 != "0" { n++ } END { print n + 0 }' "$D/child.timeline")
-        if [ "$sampled" -gt 0 ]; then
-            pass "fork_quiet thread: the child's writer sampled its RSS while it ran"
-        else
-            fail "fork_quiet thread: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
-        fi ;;
+        sampled_before thread 45 ;;
     idle)
         check "fork_quiet idle (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
