@@ -122,7 +122,7 @@ static _Atomic int child_trace; // CHILD_TRACE_*; BEGUN also outside fork childr
 void agent_child_first_event(void) {
     int pending = CHILD_TRACE_PENDING;
     if (hl_likely(atomic_load_explicit(&child_trace, memory_order_acquire) == CHILD_TRACE_BEGUN)) {
-        if (atomic_load(&hl_writer_due) != UINT64_MAX)
+        if (atomic_load(&hl_child_awaits_writer))
             writer_start_due(); // a thread of a fork child: it lives on
         return;
     }
@@ -131,12 +131,10 @@ void agent_child_first_event(void) {
         // writer_modules_changed, and the blocks inherited). The child's writer follows once the
         // child needs it (writer_start_later); allocator statistics want it from the start.
         writer_flush_sync();
-        if (hl_opt.alloc_stats_ms) {
+        if (hl_opt.alloc_stats_ms)
             writer_start();
-        } else {
-            thread_self()->untimed_mask = 0; // each event looks at the clock until then
+        else
             writer_start_later();
-        }
         atomic_store_explicit(&child_trace, CHILD_TRACE_BEGUN, memory_order_release);
         return;
     }

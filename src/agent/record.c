@@ -40,10 +40,7 @@ static HL_COLD int attach_slow(hl_thread_t* t) {
 HL_INLINE uint64_t event_ticks(hl_thread_t* t) {
     if (hl_likely(__libc_single_threaded) && (t->untimed++ & t->untimed_mask))
         return 0;
-    uint64_t now = clock_ticks();
-    if (hl_unlikely(now >= atomic_load_explicit(&hl_writer_due, memory_order_relaxed)))
-        writer_start_due(); // a fork child that lives on (writer.c)
-    return now;
+    return clock_ticks();
 }
 
 // One event into this thread's ring; the only way events are made.
@@ -51,13 +48,17 @@ HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint3
                           uint16_t extra) {
     hl_ring_t* r = t->ring;
     hl_event_t* ev = ring_slot(r);
-    ev->ticks = event_ticks(t);
+    uint64_t ticks = event_ticks(t);
+    ev->ticks = ticks;
     ev->size = size;
     ev->aux = aux;
     ev->kind = (uint8_t)kind;
     ev->fn = (uint8_t)fn;
     ev->extra = extra;
     ring_commit(r);
+    if (hl_unlikely(ticks) &&
+        hl_unlikely(atomic_load_explicit(&hl_child_awaits_writer, memory_order_relaxed)))
+        writer_child_event(ticks); // a fork child without its writer yet (writer.c)
 }
 
 // The body of both, inlined into each: record_alloc_as's constant 0 leaves no test behind.

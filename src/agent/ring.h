@@ -77,9 +77,10 @@ extern _Atomic int hl_writer_sleeping;
 
 HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a waiting writer
 
-// A fork child's writer thread is made once the child needs one (writer.c, writer_start_later):
-// the clock_ticks() from which an event starts it, UINT64_MAX when none is waited for.
-extern _Atomic uint64_t hl_writer_due;
+// 1 in a fork child whose writer thread is not made yet (writer.c, writer_start_later): each of
+// its events is timed, and goes to writer_child_event once it is in the ring.
+extern _Atomic int hl_child_awaits_writer;
+HL_COLD void writer_child_event(uint64_t ticks);
 HL_COLD void writer_start_due(void);
 
 // The writer read a slot's line on the ring's last lap, on its own CPU: the producer's store to

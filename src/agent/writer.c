@@ -45,7 +45,7 @@
 #include "writer.h"
 
 _Atomic int hl_writer_sleeping;
-_Atomic uint64_t hl_writer_due = UINT64_MAX;
+_Atomic int hl_child_awaits_writer;
 static _Atomic int writer_wake;
 static _Atomic int writer_mutex;
 static _Atomic int writer_running;
@@ -834,8 +834,6 @@ static void* writer_main(void* arg) {
 }
 
 void ring_quarter(hl_ring_t* r, uint64_t h) {
-    if (atomic_load_explicit(&hl_writer_due, memory_order_relaxed) != UINT64_MAX)
-        writer_start_due(); // a child's ring a quarter full: its writer is wanted now
     int how = atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed);
     if (how == HL_WRITER_ASLEEP ||
         (how == HL_WRITER_NAPPING &&
@@ -953,19 +951,41 @@ int writer_start(void) {
 // A fork child's writer waits for the child to need it. Most fork children exec or end within a
 // millisecond of their first event (a shell's, before the program it runs), and a thread made
 // for that moment, then killed by the exec, was 8% of a traced bash script's time (0.15 ms of
-// each command; a writer that did nothing at all cost as much). Until then the child's events
-// wait in its ring: its exec or its end writes them (writer_exec_locked, writer_end_locked), as
-// a full ring would (ring_wait_space). The writer starts at the child's first event once its
-// trace is one sample period old (the first time-line sample would be taken then), at a quarter
-// of a ring filled, or when the child makes a thread.
+// each command; a writer that did nothing at all cost as much). Until then the child's own
+// thread writes each of its events as it is made (writer_flush_sync: a write of a few dozen
+// bytes), so that a child killed by SIGKILL, or one that waits for ever, has them in its file
+// as with a writer; its exec or its end writes the rest as always. The writer starts at the
+// child's first event once its trace is one sample period old (the first time-line sample
+// would be taken then), at its HL_CHILD_SYNC_EVENTS-th event (it works: one write per event
+// would cost it more than a thread), or when it makes a thread.
+#define HL_CHILD_SYNC_EVENTS 16 // a shell's child makes 1-5 before its exec
+static uint64_t child_writer_at;    // clock_ticks() from which the child's writer starts
+static unsigned child_sync_events; // events the child has written itself
+
 void writer_start_later(void) {
     clock_recalibrate();
-    double ticks = (double)hl_opt.sample_ms * 1e6 / ns_per_tick;
-    atomic_store(&hl_writer_due, clock_ticks() + (uint64_t)ticks);
+    child_writer_at = clock_ticks() + (uint64_t)((double)hl_opt.sample_ms * 1e6 / ns_per_tick);
+    child_sync_events = 0;
+    thread_self()->untimed_mask = 0; // each event looks at the clock until then
+    atomic_store(&hl_child_awaits_writer, 1);
+}
+
+// A child made with vfork or clone(CLONE_VM) shares this memory and thread state but not this
+// process: a writer started there would live in its process (or die with its exec) while this
+// one believed it had one, and its file is not its own to write. It leaves both to the owner.
+void writer_child_event(uint64_t ticks) {
+    if (!agent_owns_process())
+        return;
+    if (ticks >= child_writer_at || ++child_sync_events >= HL_CHILD_SYNC_EVENTS)
+        writer_start_due();
+    else
+        writer_flush_sync();
 }
 
 void writer_start_due(void) {
-    if (atomic_exchange(&hl_writer_due, UINT64_MAX) != UINT64_MAX)
+    if (!agent_owns_process())
+        return;
+    if (atomic_exchange(&hl_child_awaits_writer, 0))
         writer_start();
     // The child's forking thread read the clock at each event; another thread that starts the
     // writer makes the process multi-threaded, where every event reads it anyway.
@@ -978,7 +998,8 @@ static int ring_has_space(hl_ring_t* r) {
 }
 
 void ring_wait_space(hl_ring_t* r) {
-    if (!atomic_load(&writer_running) && writer_start() != 0) {
+    // A vfork or clone(CLONE_VM) child (agent_owns_process) waits for its owner's writer.
+    if (!atomic_load(&writer_running) && agent_owns_process() && writer_start() != 0) {
         // No writer can run (no thread to be had): nothing will ever drain this ring.
         hl_log("cannot start the writer thread; tracing stops here, the program goes on");
         atomic_store(&hl_phase, HL_DONE);
@@ -1262,6 +1283,7 @@ void writer_release_window_locked(void) {
 }
 
 void writer_end_locked(int how, int value) {
+    atomic_store(&hl_child_awaits_writer, 0); // the trace is over: no writer is wanted for it
     drain_all();
     if (enc_reserve(&enc, 32) == 0) {
         enc_tag(&enc, REC_END);
@@ -1297,6 +1319,7 @@ void writer_wait_gone(void) {
 }
 
 void writer_session_reset(void) {
+    atomic_store(&hl_child_awaits_writer, 0);
     chunk_restart();
     forget_emitted();
     is_fork_child = 0;
@@ -1312,7 +1335,7 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     atomic_store(&writer_running, 0);
     atomic_store(&writer_tid, 0);
     atomic_store(&hl_writer_sleeping, HL_WRITER_AWAKE);
-    atomic_store(&hl_writer_due, UINT64_MAX); // this child's first event sets its own
+    atomic_store(&hl_child_awaits_writer, 0); // this child's first event sets it (if it has one)
     chunk_restart();
     // What the parent's trace named is given back, not cleared: a clearing write copied every
     // page of it the parent had written, and wrote all 128 KiB of thread_emitted (0.06 ms of

@@ -514,7 +514,10 @@ fi
 # before its exec has its trace, with the blocks it inherited, as before, and no thread of
 # heaplens's before that exec: its writer waits for a child that lives on (one that allocates
 # for 60 ms has it, and its trace samples the RSS while it lives, as does one that makes a thread
-# and then falls idle); one that falls idle has its events written at its end.
+# and then falls idle); one that falls idle has its events written at its end. A task of the
+# child made by clone(CLONE_VM) starts no writer (the child would wait for it for ever); a child
+# killed by SIGKILL before its writer started has every event it made in its file.
+
 # sampled_before MODE MS: the child's time line has an RSS sample before MS ms into its trace.
 # RSS comes from the writer's samples (the last one, at the child's end, comes later): seen
 # that early, the writer ran while the child lived.
@@ -528,7 +531,7 @@ sampled_before() {
         fail "fork_quiet $1: the child's writer sampled its RSS while it ran" "$(head -8 "$D/child.timeline")"
     fi
 }
-for mode in exec exit event lives idle thread; do
+for mode in exec exit event lives idle thread clone killed; do
     hl fork_quiet_$mode -o "t.%p.hl" -- fork_quiet $mode
     expect_status "fork_quiet $mode" 0
     child=$(sed -n 's/^child \([0-9]*\)$/\1/p' "$D/stdout")
@@ -538,7 +541,7 @@ for mode in exec exit event lives idle thread; do
     exec) want="t.$child.hl " ;;
     exit) want="t.$child.hl " ;;
     event) want="t.$child.hl t.$child.hl.1 " ;;
-    lives | idle | thread) want="t.$child.hl " ;;
+    lives | idle | thread | clone | killed) want="t.$child.hl " ;;
     esac
     if [ -n "$child" ] && [ "$traces" = "$want" ]; then
         pass "fork_quiet $mode: the child's traces are $want"
@@ -575,6 +578,14 @@ for mode in exec exit event lives idle thread; do
             "j['trace_complete'] == True" "calls['malloc'] == 11" "calls['free'] == 11" \
             "totals['threads'] == 2"
         sampled_before thread 45 ;;
+    clone) # a clone(CLONE_VM) task of the child neither starts a writer nor hangs it
+        check "fork_quiet clone (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
+            "j['trace_complete'] == True" "calls['malloc'] >= 20001" ;;
+    killed) # SIGKILLed before it had a writer: each of its events was written as it was made
+        check "fork_quiet killed (the child)" "$D/child.json" \
+            "process['fork_child'] == True" "j['trace_complete'] == False" \
+            "calls['malloc'] == 5" "totals['in_use_blocks'] == 2006" ;;
     idle)
         check "fork_quiet idle (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \

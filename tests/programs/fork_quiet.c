@@ -9,11 +9,17 @@
 //   idle   allocates one block, then sleeps 100 ms without a heap event and ends by _exit(3)
 //   thread allocates and frees a block, has a thread of its own do it 10 times, then sleeps
 //          60 ms without a heap event and ends by _exit(3)
+//   clone  allocates and frees a block, then a child of clone(CLONE_VM) (its memory shared)
+//          does it 3 times and returns (a raw exit of that task alone); waited for, the child
+//          does it 20,000 times more and ends by _exit(3)
+//   killed allocates 5 blocks and waits for a signal: the parent sends SIGKILL after 200 ms
 // The parent waits for the child, prints "child PID" and returns 0 when the child ended as
-// its mode says (5, 3, 5, 3, 3, 3), else 1.
+// its mode says (5, 3, 5, 3, 3, 3, 3, killed by SIGKILL), else 1.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -68,6 +74,14 @@ static void sleep_ms(long ms) {
 
 void* idle_block; // not static: the store stays, and the block reachable from it
 
+static char clone_stack[64 << 10] __attribute__((aligned(16)));
+
+static int three_events(void* arg) {
+    for (int i = 0; i < 3; i++)
+        child_event();
+    return arg != NULL;
+}
+
 static void* ten_events(void* arg) {
     for (int i = 0; i < 10; i++)
         child_event();
@@ -92,6 +106,21 @@ static void child(const char* mode) {
             _exit(96);
         sleep_ms(60);
         _exit(3);
+    }
+    if (!strcmp(mode, "clone")) {
+        child_event();
+        pid_t task = clone(three_events, clone_stack + sizeof clone_stack, CLONE_VM | SIGCHLD, NULL);
+        if (task < 0 || waitpid(task, NULL, 0) != task)
+            _exit(95);
+        for (int i = 0; i < 20000; i++)
+            child_event();
+        _exit(3);
+    }
+    if (!strcmp(mode, "killed")) {
+        for (int i = 0; i < 5; i++)
+            kept[i] = malloc(32);
+        for (;;)
+            pause();
     }
     if (!strcmp(mode, "idle")) {
         idle_block = malloc(77);
@@ -124,10 +153,16 @@ int main(int argc, char** argv) {
         child(mode);
     say_num("child ", pid);
     int status = 0;
+    if (!strcmp(mode, "killed")) {
+        sleep_ms(200);
+        kill(pid, SIGKILL);
+        return waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
+                       WTERMSIG(status) == SIGKILL ? 0 : 1;
+    }
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
         return 1;
     scrub_stack();
     int ends_by_exit = !strcmp(mode, "exit") || !strcmp(mode, "lives") || !strcmp(mode, "idle") ||
-                       !strcmp(mode, "thread");
+                       !strcmp(mode, "thread") || !strcmp(mode, "clone");
     return WEXITSTATUS(status) == (ends_by_exit ? 3 : 5) ? 0 : 1;
 }
