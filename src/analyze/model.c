@@ -128,6 +128,17 @@ static HL_NOINLINE uint32_t stack_new(model_t* m, uint64_t trace_id) {
     return id;
 }
 
+void model_live_by_stack(const model_t* m, uint64_t* bytes, uint64_t* blocks) {
+    for (size_t i = 1; i < m->nsites; i++) { // each site's level is at least 0 once loaded
+        const md_site_t* s = &m->sites[i];
+        if (s->stack >= m->nstacks)
+            continue;
+        bytes[s->stack] += (uint64_t)s->live * s->size;
+        if (blocks)
+            blocks[s->stack] += (uint64_t)s->live;
+    }
+}
+
 uint32_t model_stack_ref(model_t* m, uint64_t trace_id) {
     if (!trace_id)
         return 0;

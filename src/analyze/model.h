@@ -221,6 +221,10 @@ static inline uint32_t model_stack_number(const model_t* m, uint64_t trace_id) {
 // The same while loading: an id named for the first time gets its number (0: out of memory).
 uint32_t model_stack_ref(model_t* m, uint64_t trace_id);
 
+// What lives at the end on each stack, from its sites' levels: bytes[id] and, unless NULL,
+// blocks[id] for every stack number id; both nstacks long and zeroed by the caller.
+void model_live_by_stack(const model_t* m, uint64_t* bytes, uint64_t* blocks);
+
 // The module holding code address ip, or NULL.
 const md_module_t* model_module_of(const model_t* m, uint64_t ip);
 

@@ -132,9 +132,7 @@ static int add_side(dtable_t* t, dside_t* d, int side) {
         free(live);
         return -1;
     }
-    for (size_t i = 1; i < m->nsites; i++) // each site's level, at least 0 once loaded
-        if (m->sites[i].stack < m->nstacks)
-            live[m->sites[i].stack] += (uint64_t)m->sites[i].live * m->sites[i].size;
+    model_live_by_stack(m, live, NULL);
     int rc = 0;
     for (size_t id = 1; id < m->nstacks && rc == 0; id++) {
         // The aggregate's window is the whole trace here: its counts are every ALLOC's.

@@ -112,13 +112,19 @@ TEST(grown_arrays_zero_what_they_hand_out) {
     free(v);
 }
 
-// What lives at the end on the stack with the trace's id: its sites' levels together.
+// What lives at the end on the stack with the trace's id (model_live_by_stack); 0 when the
+// trace never named it.
 static uint64_t stack_live(const model_t* m, uint64_t trace_id, int blocks) {
     uint32_t id = model_stack_number(m, trace_id);
+    uint64_t* bytes = calloc(m->nstacks + 1, sizeof *bytes);
+    uint64_t* counts = calloc(m->nstacks + 1, sizeof *counts);
     uint64_t sum = 0;
-    for (size_t i = 1; i < m->nsites; i++)
-        if (id && m->sites[i].stack == id)
-            sum += blocks ? (uint64_t)m->sites[i].live : (uint64_t)m->sites[i].live * m->sites[i].size;
+    if (bytes && counts) {
+        model_live_by_stack(m, bytes, counts);
+        sum = id ? (blocks ? counts[id] : bytes[id]) : 0;
+    }
+    free(bytes);
+    free(counts);
     return sum;
 }
 
