@@ -4,8 +4,7 @@
 // millions of distinct call paths (recursion over a tree) costs one node per path, not a copy
 // of every path. A node is found by the hash of the path from the root to it, so a stack seen
 // before costs one probe, and finding takes no lock (making a node does). The writer emits a
-// node (FRAME record) before the first event that needs it, those made since the trace began in
-// the order of their ids (writer.c: ensure_stack).
+// node (FRAME record) the first time an event needs it.
 #define _GNU_SOURCE
 #include <string.h>
 #include <unistd.h>
