@@ -418,10 +418,6 @@ uint32_t stack_innermost(uint32_t id, int k) {
     return stack_intern(ips, n, NULL);
 }
 
-uint32_t stack_last_id(void) {
-    return atomic_load_explicit(&next_id, memory_order_acquire);
-}
-
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent) {
     if (id == 0 || id > atomic_load(&next_id))
         return -1;

@@ -25,9 +25,6 @@ uint32_t stack_extend(uint32_t base, const uintptr_t* inner, int k, uint32_t* no
 #define HL_RELEASE_DEPTH 12
 // The stack of id's innermost k frames (id itself when it has no more); 0 when none can be made.
 uint32_t stack_innermost(uint32_t id, int k);
-// Node ids are handed out in order, from 1: a node's caller has a smaller id than the node, and
-// every node up to the last id made is whole.
-uint32_t stack_last_id(void);
 // A prefix-tree node: its return address and its caller's node (0 at the outermost frame).
 int stack_node(uint32_t id, uintptr_t* ip, uint32_t* parent); // 0, or -1 for no such node
 void stacks_init(void);

@@ -51,15 +51,8 @@ static _Atomic int writer_mutex;
 static _Atomic int writer_running;
 static _Atomic int writer_tid;
 static hl_enc_t enc = {.last_mark = INT64_MIN / 2};
-static uint8_t* stack_emitted;           // bitmap by stack id, of ids below frame_floor
+static uint8_t* stack_emitted;           // bitmap by stack id
 static size_t stack_emitted_cap;         // bytes
-// Nodes made since this trace began are written in the order of their ids, all of them up to
-// the largest id an event needs: reading them in the order they were made costs a fraction of
-// following each new stack's callers (a cache miss a node, 47% of the writer's time when every
-// stack is new: bench churn_unique). Nodes made before (a fork child's parent's, or the trace
-// before a new one) are written as events need them, their callers first, as the bitmap says.
-static uint32_t frame_floor = 1; // the first node id of this trace's own
-static uint32_t frames_through;  // nodes frame_floor..frames_through are written
 static uint8_t thread_emitted[1u << 17]; // bitmap by thread index (1M threads)
 static size_t thread_emitted_used;       // bytes of it that may hold a bit
 static int need_preamble = 1;
@@ -241,18 +234,9 @@ static int stack_mark_emitted(uint32_t id) {
     return 0;
 }
 
-static void frame_put(uint32_t id, uintptr_t ip, uint32_t parent) {
-    enc_tag(&enc, REC_STACK);
-    enc_s(&enc, (int64_t)id - (int64_t)enc.last_stack);
-    enc_u(&enc, id - parent);
-    enc_s(&enc, (int64_t)(ip - enc.last_ip));
-    enc.last_ip = ip;
-    enc.last_stack = id;
-}
-
-// Emits the FRAME records a stack id below frame_floor needs: its node and every ancestor not
-// yet written, outermost first, so the reader always knows a node's parent before the node.
-static void ensure_older_stack(uint32_t id) {
+// Emits the FRAME records a stack id needs: its node and every ancestor not yet written,
+// outermost first, so the reader always knows a node's parent before the node.
+static void ensure_stack(uint32_t id) {
     uint32_t chain[HL_MAX_DEPTH + 1];
     int n = 0;
     while (id && !stack_is_emitted(id) && n <= HL_MAX_DEPTH) {
@@ -269,35 +253,13 @@ static void ensure_older_stack(uint32_t id) {
         stack_node(chain[n], &ip, &parent);
         if (enc_reserve(&enc, 32) != 0 || stack_mark_emitted(chain[n]) != 0)
             return;
-        frame_put(chain[n], ip, parent);
+        enc_tag(&enc, REC_STACK);
+        enc_s(&enc, (int64_t)chain[n] - (int64_t)enc.last_stack);
+        enc_u(&enc, chain[n] - parent);
+        enc_s(&enc, (int64_t)(ip - enc.last_ip));
+        enc.last_ip = ip;
+        enc.last_stack = chain[n];
     }
-}
-
-// The FRAME records stack id needs, outermost first.
-static void ensure_stack(uint32_t id) {
-    if (id < frame_floor) {
-        ensure_older_stack(id);
-        return;
-    }
-    while (frames_through < id) {
-        uint32_t next = frames_through + 1;
-        uintptr_t ip;
-        uint32_t parent;
-        if (stack_node(next, &ip, &parent) != 0)
-            return;
-        if (parent && parent < frame_floor && !stack_is_emitted(parent))
-            ensure_older_stack(parent);
-        if (enc_reserve(&enc, 32) != 0)
-            return;
-        frame_put(next, ip, parent);
-        frames_through = next;
-    }
-}
-
-// A new trace names the nodes made so far as its events need them.
-static void frames_begin_trace(void) {
-    frame_floor = stack_last_id() + 1;
-    frames_through = frame_floor - 1;
 }
 
 static void ensure_thread(uint32_t index, int tid) {
@@ -1079,7 +1041,6 @@ static void forget_emitted(void) {
     chunk_restart_stream();
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
-    frames_begin_trace();
     memset(thread_emitted, 0, thread_emitted_used);
     thread_emitted_used = 0;
     sites_reset();
@@ -1381,7 +1342,6 @@ void writer_reset_after_fork(uint32_t parent_threads) {
     // each fork of a traced bash, whose child execs at once). The pages read as zeros again.
     if (stack_emitted)
         os_discard(stack_emitted, stack_emitted_cap);
-    frames_begin_trace();
     sites_reset_after_fork(); // the child's trace numbers its sites from 1, as its reader will
     memset(thread_emitted, 0, thread_emitted_used);
     thread_emitted_used = 0;
