@@ -68,11 +68,24 @@ typedef struct region_s {
 static inline int d0_state(uint64_t d0) {
     return (int)(d0 >> 62);
 }
+// A slot a thread has claimed for a block and is still filling (d1 not written yet): no one else
+// takes it, and it is no block to anyone until the thread makes it LIVE. Claimed and made LIVE
+// in one word would let a fork in between hand the child a live slot with the d1 of the block
+// that held it before (another stack, another thread), which the child's trace then reported
+// without ever having named it; the child's copy of that thread never finishes the slot, so
+// there it stays nothing (the block was never the child program's).
+#define SLOT_FILLING 3
+
 static inline uint64_t d0_with_state(uint64_t d0, int state) {
     return (d0 & ~(3ull << 62)) | (uint64_t)state << 62;
 }
 static inline int d0_holds(uint64_t d0, uintptr_t addr) {
     return d0 != 0 && (d0 & 31) == (addr & 31);
+}
+// Does d0 hold a block other than the one at addr, or one being filled (the granule is taken)?
+static inline int d0_taken_by_other(uint64_t d0, uintptr_t addr) {
+    int state = d0_state(d0);
+    return (state == HL_BLOCK_LIVE || state == SLOT_FILLING) && !d0_holds(d0, addr);
 }
 
 static inline dslot_t dpack(const hl_block_t* b) {
@@ -231,16 +244,18 @@ void live_insert(const hl_block_t* b) {
         s->d1 = packed.d1;
         return;
     }
-    while (!atomic_compare_exchange_weak_explicit(d0_of(s), &old, packed.d0, memory_order_acq_rel,
-                                                  memory_order_relaxed)) {
-        // Another live block in the granule: this one goes to the second level. The same
-        // address still live means the agent missed its release; the new block wins.
-        if (d0_state(old) == HL_BLOCK_LIVE && !d0_holds(old, b->addr)) {
+    // Another live block in the granule: this one goes to the second level. The same address
+    // still live means the agent missed its release; the new block wins.
+    uint64_t filling = d0_with_state(packed.d0, SLOT_FILLING);
+    do {
+        if (hl_unlikely(d0_taken_by_other(old, b->addr))) {
             spill_insert(b);
             return;
         }
-    }
+    } while (!atomic_compare_exchange_weak_explicit(d0_of(s), &old, filling, memory_order_acq_rel,
+                                                    memory_order_relaxed));
     s->d1 = packed.d1;
+    atomic_store_explicit(d0_of(s), packed.d0, memory_order_release);
 }
 
 // Copies addr's slot to *out and returns its state; with `release`, a live block becomes FREED
@@ -261,6 +276,8 @@ static inline int take(uintptr_t addr, hl_block_t* out, int release, uint32_t re
         uint64_t d0 = atomic_load_explicit(d0_of(s), memory_order_acquire);
         while (d0_holds(d0, addr)) {
             int state = d0_state(d0);
+            if (hl_unlikely(state == SLOT_FILLING))
+                break; // not a block yet (or, in a fork child, never to be one)
             uint64_t d1 = s->d1;
             if (release && state == HL_BLOCK_LIVE && hl_likely(__libc_single_threaded)) {
                 atomic_store_explicit(d0_of(s), d0_with_state(d0, HL_BLOCK_FREED),
