@@ -15,6 +15,7 @@
 
 #include "../common/compiler.h"
 #include "../common/format.h"
+#include "attach.h"
 #include "log.h"
 #include "os.h"
 #include "real.h"
@@ -117,6 +118,10 @@ enum foreign_role {
     FN_ALLOCATES, // a block comes out of it: a call unseen is an allocation lost
     FN_RELEASES,  // a call unseen leaves a block in use
     FN_QUERIES,   // malloc_usable_size: a call unseen loses nothing
+    FN_ENDS,      // _exit, exec: the trace must end first. Routed only when attached: preloaded,
+                  // the agent's own come first; attached, the C library's do, and a fork child
+                  // of the process that ends by _exit (as shells' and servers' children do) lost
+                  // every event its writer had not written yet, and its trace had no end
 };
 
 typedef struct foreign_fn_s {
@@ -136,6 +141,13 @@ static const foreign_fn_t foreign_fns[] = {
     {"valloc", (void**)&hl_real.valloc, FN_ALLOCATES},
     {"pvalloc", (void**)&hl_real.pvalloc, FN_ALLOCATES},
     {"malloc_usable_size", (void**)&hl_real.malloc_usable_size, FN_QUERIES},
+    {"_exit", (void**)&hl_real.exit_, FN_ENDS},
+    {"_Exit", (void**)&hl_real.Exit, FN_ENDS},
+    {"execve", (void**)&hl_real.execve, FN_ENDS},
+    {"execv", (void**)&hl_real.execv, FN_ENDS},
+    {"execvp", (void**)&hl_real.execvp, FN_ENDS},
+    {"execvpe", (void**)&hl_real.execvpe, FN_ENDS},
+    {"fexecve", (void**)&hl_real.fexecve, FN_ENDS},
 };
 #define HL_FOREIGN_MAX HL_ARRAY_LEN(foreign_fns)
 
@@ -174,6 +186,8 @@ static void name_module(const char* path) {
 static void find_foreign(void) {
     for (size_t i = 0; i < HL_FOREIGN_MAX; i++) {
         const foreign_fn_t* f = &foreign_fns[i];
+        if (f->role == FN_ENDS && !attach_is_attached())
+            continue;
         void* bound = dlsym(RTLD_DEFAULT, f->name);
         void* hook = got_own_symbol((const void*)&find_foreign, f->name);
         if (!bound || !hook || bound == hook)
@@ -197,7 +211,7 @@ static void find_foreign(void) {
         }
         *f->real = bound;
         foreign_malloc |= i == 0;
-        foreign_loses |= f->role != FN_QUERIES;
+        foreign_loses |= f->role == FN_ALLOCATES || f->role == FN_RELEASES;
         foreign_roles[nforeign] = f->role;
         foreign_routes[nforeign++] = (got_route_t){.name = f->name, .from = bound, .to = hook};
     }
@@ -220,7 +234,7 @@ static void list_names(char* out, size_t cap, int only_failed) {
     out[0] = 0;
     for (size_t i = 0; i < nforeign && len + 1 < cap; i++) {
         const got_route_t* r = &foreign_routes[i];
-        if (only_failed && !r->failed)
+        if ((only_failed && !r->failed) || foreign_roles[i] == FN_ENDS)
             continue;
         len += (size_t)hl_fmt(out + len, cap - len, "%s%s", len ? ", " : "", r->name);
     }

@@ -151,6 +151,44 @@ ok "20 cycles: the server ends as it would alone" "" stop twenty
 ok "20 cycles: exit status 7, its output" "status $(cat "$WORK/twenty/status")" ended_as_alone twenty
 
 # ---------------------------------------------------------------------------------------------
+# Forks of an attached process (4 threads allocating meanwhile): each child has its own trace,
+# complete, whether it ends by exit or by _exit (the C library's _exit, not the agent's, is what
+# an attached process calls: its child's trace used to stop at its 15th event, with no end)
+# ---------------------------------------------------------------------------------------------
+d=$WORK/forks
+mkdir -p "$d"
+("$PROGS/attach_fork" "$d" 4 >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+KIDS+=($!)
+PID=""
+for _ in $(seq 1 250); do [ -s "$d/pid" ] && PID=$(cat "$d/pid") && break; sleep 0.02; done
+(cd "$d" && "$HL" attach -o "$d/t.%p.hl" "$PID" >"$d/attach.out" 2>"$d/attach.err")
+st=$?
+ok "forks: attached" "status $st; $(cat "$d/attach.err")" [ "$st" = 0 ]
+for how in exit _exit; do
+    rm -f "$d/forked"
+    echo "$how" >"$d/fork"
+    for _ in $(seq 1 500); do [ -s "$d/forked" ] && break; sleep 0.02; done
+    child=$(cat "$d/forked" 2>/dev/null)
+    "$HL" report -q --json "$d/$how.json" "$d/t.${child:-none}.hl" >/dev/null 2>"$d/$how.err"
+    ok "forks: a child ending by $how has its trace, complete: 500 blocks made, 401 released, 100 of 48 B lost in child_block" \
+        "child '${child}'; $(head -c 300 "$d/$how.err")" python3 -c "
+import json,sys
+j=json.load(open('$d/$how.json'))
+t=j['totals']
+lost=[r for r in j['leak_records'] if r['kind']=='definitely_lost' and r['stack'] and r['stack'][0].get('function')=='child_block']
+sys.exit(0 if j['process']['fork_child'] and j['trace_complete'] and j['end']['how']=='exit' and j['end']['value']==0
+         and t['allocations']==500 and t['frees']==401 and j['leaks']['definitely_lost']=={'bytes': 4800, 'blocks': 100}
+         and sum(r['blocks'] for r in lost)==100 else 1)"
+done
+"$HL" detach "$PID" >"$d/detach.out" 2>"$d/detach.err"
+st=$?
+ok "forks: detach, status 0" "status $st; $(head -c 300 "$d/detach.err")" [ "$st" = 0 ]
+touch "$d/stop"
+for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
+ok "forks: the process ends with status 0, nothing on stderr" "status $(cat "$d/status" 2>/dev/null); $(cat "$d/err")" \
+    bash -c "[ '$(cat "$d/status" 2>/dev/null)' = 0 ] && [ ! -s '$d/err' ]"
+
+# ---------------------------------------------------------------------------------------------
 # Refusals: one line, status 1
 # ---------------------------------------------------------------------------------------------
 "$HL" attach 999999999 >/dev/null 2>"$WORK/gone.err"
