@@ -265,23 +265,37 @@ HL_EXPORT void quick_exit(int status) {
 }
 
 // exec replaces the image without destructors: everything recorded so far is written first.
-// If exec fails the program goes on, and so does its trace.
-HL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-    resolve_now();
-    agent_before_exec(path);
-    return hl_real.execve(path, argv, envp);
-}
-
-HL_EXPORT int execv(const char* path, char* const argv[]) {
+// If exec fails the program goes on, and so does its trace. The execl family calls these
+// directly, not by their exported names: attached (the agent loaded after the C library), those
+// names would bind to the C library's and the trace would not end.
+static int exec_v(const char* path, char* const argv[]) {
     resolve_now();
     agent_before_exec(path);
     return hl_real.execv(path, argv);
 }
 
-HL_EXPORT int execvp(const char* file, char* const argv[]) {
+static int exec_vp(const char* file, char* const argv[]) {
     resolve_now();
     agent_before_exec(file);
     return hl_real.execvp(file, argv);
+}
+
+static int exec_ve(const char* path, char* const argv[], char* const envp[]) {
+    resolve_now();
+    agent_before_exec(path);
+    return hl_real.execve(path, argv, envp);
+}
+
+HL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+    return exec_ve(path, argv, envp);
+}
+
+HL_EXPORT int execv(const char* path, char* const argv[]) {
+    return exec_v(path, argv);
+}
+
+HL_EXPORT int execvp(const char* file, char* const argv[]) {
+    return exec_vp(file, argv);
 }
 
 HL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
@@ -319,7 +333,7 @@ HL_EXPORT int execl(const char* path, const char* arg0, ...) {
     va_start(ap, arg0);
     collect_args(arg0, ap, argv, NULL);
     va_end(ap);
-    return execv(path, argv);
+    return exec_v(path, argv);
 }
 
 HL_EXPORT int execlp(const char* file, const char* arg0, ...) {
@@ -328,7 +342,7 @@ HL_EXPORT int execlp(const char* file, const char* arg0, ...) {
     va_start(ap, arg0);
     collect_args(arg0, ap, argv, NULL);
     va_end(ap);
-    return execvp(file, argv);
+    return exec_vp(file, argv);
 }
 
 HL_EXPORT int execle(const char* path, const char* arg0, ...) {
@@ -338,7 +352,7 @@ HL_EXPORT int execle(const char* path, const char* arg0, ...) {
     va_start(ap, arg0);
     collect_args(arg0, ap, argv, &envp);
     va_end(ap);
-    return execve(path, argv, envp);
+    return exec_ve(path, argv, envp);
 }
 
 // ---------------------------------------------------------------------------------------------

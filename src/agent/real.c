@@ -126,7 +126,7 @@ enum foreign_role {
 
 typedef struct foreign_fn_s {
     const char* name;
-    void** real; // its hl_real field
+    void** real; // its hl_real field (NULL: the agent's hook needs none)
     int role;    // foreign_role
 } foreign_fn_t;
 
@@ -148,6 +148,9 @@ static const foreign_fn_t foreign_fns[] = {
     {"execvp", (void**)&hl_real.execvp, FN_ENDS},
     {"execvpe", (void**)&hl_real.execvpe, FN_ENDS},
     {"fexecve", (void**)&hl_real.fexecve, FN_ENDS},
+    {"execl", NULL, FN_ENDS}, // the agent's make an execv* call of them (hooks_os.c)
+    {"execlp", NULL, FN_ENDS},
+    {"execle", NULL, FN_ENDS},
 };
 #define HL_FOREIGN_MAX HL_ARRAY_LEN(foreign_fns)
 
@@ -209,7 +212,8 @@ static void find_foreign(void) {
                 dladdr((void*)getauxval(AT_PHDR), &exe) && exe.dli_fbase == where.dli_fbase;
             name_module(where.dli_fname);
         }
-        *f->real = bound;
+        if (f->real)
+            *f->real = bound;
         foreign_malloc |= i == 0;
         foreign_loses |= f->role == FN_ALLOCATES || f->role == FN_RELEASES;
         foreign_roles[nforeign] = f->role;

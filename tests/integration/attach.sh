@@ -188,6 +188,29 @@ for _ in $(seq 1 500); do [ -s "$d/status" ] && break; sleep 0.02; done
 ok "forks: the process ends with status 0, nothing on stderr" "status $(cat "$d/status" 2>/dev/null); $(cat "$d/err")" \
     bash -c "[ '$(cat "$d/status" 2>/dev/null)' = 0 ] && [ ! -s '$d/err' ]"
 
+# An attached process that execs (execl, which the C library makes an execve of inside itself):
+# its trace ends there, complete, with what it made before (it used to have no end and none of
+# its events since the writer's last pass)
+d=$WORK/exec
+mkdir -p "$d"
+("$PROGS/attach_fork" "$d" >"$d/out" 2>"$d/err"; echo $? >"$d/status") &
+KIDS+=($!)
+PID=""
+for _ in $(seq 1 250); do [ -s "$d/pid" ] && PID=$(cat "$d/pid") && break; sleep 0.02; done
+(cd "$d" && "$HL" attach --duration 10 -o "$d/t.hl" --json "$d/r.json" "$PID" >"$d/attach.out" 2>"$d/attach.err"; echo $? >"$d/attach.status") &
+KIDS+=($!)
+for _ in $(seq 1 150); do grep -q "attached to process" "$d/attach.err" 2>/dev/null && break; sleep 0.02; done
+touch "$d/exec"
+for _ in $(seq 1 500); do [ -s "$d/attach.status" ] && break; sleep 0.02; done
+ok "exec: the attached process's trace ends at its exec, complete: 50 blocks made, 25 released" \
+    "$(head -c 400 "$d/attach.err")" python3 -c "
+import json,sys
+j=json.load(open('$d/r.json'))
+t=j['totals']
+sys.exit(0 if j['end']['how']=='exec' and j['trace_complete'] and t['allocations']==50 and t['frees']==25 else 1)"
+ok "exec: the process ends as /bin/true does" "status $(cat "$d/status" 2>/dev/null)" \
+    bash -c "[ '$(cat "$d/status" 2>/dev/null)' = 0 ] && [ ! -s '$d/err' ]"
+
 # ---------------------------------------------------------------------------------------------
 # Refusals: one line, status 1
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 // forks a child that releases that block, makes 500 blocks of 48 bytes in child_block, releases
 // 400 of them and leaks the other 100, then ends with status 0: by exit, or by _exit when
 // DIR/fork says "_exit". The parent releases its block, waits for the child, writes the child's
-// pid to DIR/forked and removes DIR/fork. Ends with status 0 once DIR/stop exists.
+// pid to DIR/forked and removes DIR/fork. Ends with status 0 once DIR/stop exists; once
+// DIR/exec exists, makes 50 blocks of 40 bytes in exec_block, releases every other one, and
+// execs /bin/true (execl).
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,6 +59,16 @@ static void* worker(void* arg) {
     return NULL;
 }
 
+static NOINLINE void exec_block(void) {
+    static void* volatile last;
+    for (int i = 0; i < 50; i++) {
+        void* p = malloc(40);
+        last = p;
+        if (i % 2)
+            free(p);
+    }
+}
+
 static int exists(const char* dir, const char* name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -90,6 +102,11 @@ int main(int argc, char** argv) {
     snprintf(fork_path, sizeof fork_path, "%s/fork", argv[1]);
     struct timespec ts = {0, 5000000L};
     while (!exists(argv[1], "stop")) {
+        if (exists(argv[1], "exec")) {
+            exec_block();
+            execl("/bin/true", "true", (char*)NULL);
+            return 6;
+        }
         if (exists(argv[1], "fork")) {
             char how[16] = "";
             FILE* f = fopen(fork_path, "r");
