@@ -9,7 +9,6 @@
 // execs /bin/true (execl).
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -43,19 +42,11 @@ static NOINLINE void child_run(void) {
         blocks[i] = NULL;
 }
 
-static atomic_int stopping;
+static int stopping; // set (atomically) once the workers are to end
 
 static void* worker(void* arg) {
     (void)arg;
-    void* held[16];
-    struct timespec ts = {0, 200000L};
-    while (!atomic_load(&stopping)) {
-        nanosleep(&ts, NULL);
-        for (int i = 0; i < 16; i++)
-            held[i] = malloc(16 + 16 * (size_t)i);
-        for (int i = 0; i < 16; i++)
-            free(held[i]);
-    }
+    churn_until(&stopping);
     return NULL;
 }
 
@@ -69,11 +60,6 @@ static NOINLINE void exec_block(void) {
     }
 }
 
-static int exists(const char* dir, const char* name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return access(path, F_OK) == 0;
-}
 
 static int write_file(const char* dir, const char* name, long v) {
     char path[4096], tmp[4096];
@@ -101,13 +87,13 @@ int main(int argc, char** argv) {
     char fork_path[4096];
     snprintf(fork_path, sizeof fork_path, "%s/fork", argv[1]);
     struct timespec ts = {0, 5000000L};
-    while (!exists(argv[1], "stop")) {
-        if (exists(argv[1], "exec")) {
+    while (!dir_has(argv[1], "stop")) {
+        if (dir_has(argv[1], "exec")) {
             exec_block();
             execl("/bin/true", "true", (char*)NULL);
             return 6;
         }
-        if (exists(argv[1], "fork")) {
+        if (dir_has(argv[1], "fork")) {
             char how[16] = "";
             FILE* f = fopen(fork_path, "r");
             if (f) {
@@ -136,7 +122,7 @@ int main(int argc, char** argv) {
         }
         nanosleep(&ts, NULL);
     }
-    atomic_store(&stopping, 1);
+    __atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
     return 0;

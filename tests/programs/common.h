@@ -13,7 +13,10 @@
 #define HL_TEST_COMMON_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -65,6 +68,27 @@ __attribute__((unused)) static NOINLINE void scrub_stack(void) {
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = 0;
     __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+// Does DIR/NAME exist? (The programs the live tests drive take their cues from files.)
+static inline int dir_has(const char* dir, const char* name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+// Allocates and releases 16 blocks of 16 to 256 bytes every 0.2 ms until *stop is set: what the
+// other threads of those programs do meanwhile.
+static inline void churn_until(const int* stop) {
+    void* held[16];
+    struct timespec ts = {0, 200000L};
+    while (!__atomic_load_n(stop, __ATOMIC_RELAXED)) {
+        nanosleep(&ts, NULL);
+        for (int i = 0; i < 16; i++)
+            held[i] = malloc(16 + 16 * (size_t)i);
+        for (int i = 0; i < 16; i++)
+            free(held[i]);
+    }
 }
 
 // The directory this program's executable lives in (no trailing slash), from /proc/self/exe.

@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,29 +41,16 @@ static NOINLINE void keep_one(void) {
     kept = n;
 }
 
-static atomic_int stopping;
+static int stopping; // set (atomically) once the workers are to end
 static void* early[100];
 static void** holder;
 
 static void* worker(void* arg) {
     (void)arg;
-    void* held[16];
-    struct timespec ts = {0, 200000L};
-    while (!atomic_load(&stopping)) {
-        nanosleep(&ts, NULL);
-        for (int i = 0; i < 16; i++)
-            held[i] = malloc(16 + 16 * (size_t)i);
-        for (int i = 0; i < 16; i++)
-            free(held[i]);
-    }
+    churn_until(&stopping);
     return NULL;
 }
 
-static int exists(const char* dir, const char* name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return access(path, F_OK) == 0;
-}
 
 int main(int argc, char** argv) {
     if (argc < 2)
@@ -99,8 +85,8 @@ int main(int argc, char** argv) {
         pthread_create(&th[i], NULL, worker, NULL);
     long served = 0;
     struct timespec ts = {0, 5000000L};
-    while (!exists(argv[1], "stop")) {
-        if (exists(argv[1], "late")) {
+    while (!dir_has(argv[1], "stop")) {
+        if (dir_has(argv[1], "late")) {
             leak_late();
             if (!holder[0])
                 holder[0] = malloc(77);
@@ -116,7 +102,7 @@ int main(int argc, char** argv) {
         served++;
         nanosleep(&ts, NULL);
     }
-    atomic_store(&stopping, 1);
+    __atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
     n = snprintf(buf, sizeof buf, "served %ld\n", served > 0 ? 1L : 0L);
