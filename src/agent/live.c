@@ -236,6 +236,8 @@ void live_insert(const hl_block_t* b) {
     dslot_t packed = dpack(b);
     uint64_t old = atomic_load_explicit(d0_of(s), memory_order_relaxed);
     if (hl_likely(__libc_single_threaded)) {
+        // No other thread can be filling a slot here: one left SLOT_FILLING is a fork's, whose
+        // thread is not in this process, and is free to take.
         if (hl_unlikely(d0_state(old) == HL_BLOCK_LIVE && !d0_holds(old, b->addr))) {
             spill_insert(b);
             return;

@@ -597,7 +597,7 @@ done
 # A fork while other threads allocate: each of fork_busy's 100 children holds its parent's blocks
 # (about 1,030), and its exit scan judges each. A block some thread was recording at the fork is
 # in the child whole or not at all: the blocks of the child's leak records add up to the blocks
-# its trace has in use, each record with a stack. (Before the fix, 2 to 7 children in 100 had a
+# its trace has in use, each record with a stack. (Before the fix, 2 to 9 children in 100 had a
 # verdict on a block their trace never named, with the stack of the slot's earlier block.)
 hl fork_busy -o "t.%p.hl" -- fork_busy 100
 expect_status "fork_busy" 0
