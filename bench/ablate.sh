@@ -6,7 +6,9 @@
 # one frame) and with all four off (and no control socket): what recording itself costs.
 # Variants run in alternation, ROUNDS rounds, from a fresh copy of the build each round (lib.sh:
 # fresh_copy says why); prints each one's median and its ratio to native. Times come from
-# measure.c. Example: bench/ablate.sh build 5 build/bench/tree
+# measure.c. STDIN=FILE feeds the program FILE (sqlite3 reads its script so). Examples:
+#   bench/ablate.sh build 5 build/bench/tree
+#   STDIN=build/bench/sqlite_200k.sql bench/ablate.sh build 3 sqlite3 :memory:
 set -u
 B=$(cd "${1:?usage: bench/ablate.sh BUILD_DIR ROUNDS PROGRAM [ARGS...]}" && pwd) || exit 2
 ROUNDS=${2:?usage: bench/ablate.sh BUILD_DIR ROUNDS PROGRAM [ARGS...]}
@@ -17,6 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-ablate.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 gcc -O2 -o "$W/measure" "$here/measure.c" || exit 1
+input=${STDIN:-/dev/null}
+[ -r "$input" ] || { echo "ablate.sh: cannot read STDIN=$input" >&2; exit 2; }
 
 variants=(native all no-scan no-release-stacks guard-0 depth-1 recording-only)
 options() { # the heaplens run options of a variant (none for native)
@@ -39,7 +43,7 @@ for ((r = 0; r < ROUNDS; r++)); do
             # shellcheck disable=SC2207 # the options are single words
             cmd=("$W/hl/heaplens" run -q $(options "$v") -o "$W/t.%p.hl" -- "$@")
         fi
-        "$W/measure" -o /dev/null -e /dev/null -r "$W/time" -- "${cmd[@]}" >/dev/null 2>&1
+        "$W/measure" -i "$input" -o /dev/null -e /dev/null -r "$W/time" -- "${cmd[@]}" >/dev/null 2>&1
         rm -f "$W"/t.*.hl*
         times[$v]="${times[$v]:-} $(sed 's/.*wall=\([0-9.]*\).*/\1/' "$W/time")"
     done
