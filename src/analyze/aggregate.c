@@ -106,11 +106,14 @@ long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out) {
     return n;
 }
 
-// The best k by a bounded heap (worst of the k on top): n log k, not n log n, which counts when
-// every one of millions of allocations has its own stack and a page wants the top 500.
-static int site_before(const ag_site_t* x, const ag_site_t* y, int metric) {
-    sort_metric = metric;
-    return cmp_sites(&x, &y) < 0;
+// cmp_sites(x, y) < 0, inline: ag_top_sites asks it for every site and metric.
+static inline int site_before(const ag_site_t* x, const ag_site_t* y, int metric) {
+    uint64_t vx = ag_site_metric(x, metric), vy = ag_site_metric(y, metric);
+    if (vx != vy)
+        return vx > vy;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes;
+    return x->stack < y->stack;
 }
 
 static void top_sift_down(const ag_site_t** h, size_t n, size_t i, int metric) {
@@ -129,31 +132,59 @@ static void top_sift_down(const ag_site_t** h, size_t n, size_t i, int metric) {
     }
 }
 
-long ag_top_sites(const aggregate_t* a, int metric, size_t k, const ag_site_t*** out) {
-    const ag_site_t** h = calloc(k + 1, sizeof *h);
-    if (!h)
-        return -ENOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < a->nsites && k > 0; i++) {
-        const ag_site_t* s = &a->sites[i];
-        if (!s->is_kept || ag_site_metric(s, metric) == 0)
-            continue;
-        if (n < k) {
-            h[n++] = s; // sift up
-            for (size_t j = n - 1; j > 0 && site_before(h[(j - 1) / 2], h[j], metric); j = (j - 1) / 2) {
-                const ag_site_t* t = h[j];
-                h[j] = h[(j - 1) / 2];
-                h[(j - 1) / 2] = t;
-            }
-        } else if (site_before(s, h[0], metric)) {
-            h[0] = s;
-            top_sift_down(h, n, 0, metric);
+// The best k by a bounded heap (worst of the k on top): n log k, not n log n, which counts when
+// every one of millions of allocations has its own stack and a page wants the top 500.
+// One metric's heap: the best k offered so far.
+typedef struct top_s {
+    const ag_site_t** h;
+    size_t n;
+    int metric;
+} top_t;
+
+static void top_offer(top_t* t, size_t k, const ag_site_t* s) {
+    const ag_site_t** h = t->h;
+    if (t->n < k) {
+        h[t->n++] = s; // sift up
+        for (size_t j = t->n - 1; j > 0 && site_before(h[(j - 1) / 2], h[j], t->metric);
+             j = (j - 1) / 2) {
+            const ag_site_t* x = h[j];
+            h[j] = h[(j - 1) / 2];
+            h[(j - 1) / 2] = x;
+        }
+    } else if (site_before(s, h[0], t->metric)) {
+        h[0] = s;
+        top_sift_down(h, t->n, 0, t->metric);
+    }
+}
+
+int ag_top_sites(const aggregate_t* a, size_t k, const ag_site_t** out[AG_METRIC_COUNT],
+                 long n[AG_METRIC_COUNT]) {
+    top_t t[AG_METRIC_COUNT];
+    for (int m = 0; m < AG_METRIC_COUNT; m++) {
+        t[m] = (top_t){.h = calloc(k + 1, sizeof *t[m].h), .metric = m};
+        if (!t[m].h) {
+            while (m-- > 0)
+                free(t[m].h);
+            return -ENOMEM;
         }
     }
-    sort_metric = metric;
-    qsort(h, n, sizeof *h, cmp_sites);
-    *out = h;
-    return (long)n;
+    // One scan for every metric: the sites of a trace with millions of call paths are hundreds
+    // of MB, read once instead of once per metric.
+    for (size_t i = 0; i < a->nsites && k > 0; i++) {
+        const ag_site_t* s = &a->sites[i];
+        if (!s->is_kept)
+            continue;
+        for (int m = 0; m < AG_METRIC_COUNT; m++)
+            if (ag_site_metric(s, m) != 0)
+                top_offer(&t[m], k, s);
+    }
+    for (int m = 0; m < AG_METRIC_COUNT; m++) {
+        sort_metric = m;
+        qsort(t[m].h, t[m].n, sizeof *t[m].h, cmp_sites);
+        out[m] = t[m].h;
+        n[m] = (long)t[m].n;
+    }
+    return 0;
 }
 
 void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi) {
@@ -180,7 +211,6 @@ static int hist_bucket(uint64_t size) {
 typedef struct life_s {
     int64_t live;   // blocks live now
     int64_t inside; // of them, made inside the window
-    int64_t after;  // of them, made after it
 } life_t;
 
 typedef struct pass_s {
@@ -192,6 +222,11 @@ typedef struct pass_s {
     life_t* life;       // by site number
     size_t life_cap;
     size_t life_used; // life[0 .. life_used) zeroed and in use; the rest of life_cap untouched
+    // Of a site's live blocks, those made after the window (by site number, as life): only a
+    // window with an end has any, so only then is there room for them (the page's pass, over
+    // the whole trace, has a site for every allocation of some traces).
+    int64_t* after;
+    size_t after_cap;
     idmap_t thread_ids; // thread index -> 1 + its place in a->threads
     size_t threads_cap;
     // Signed: a FREE_EXPLICIT may come an instant before its ALLOC. Moved with unsigned
@@ -210,6 +245,12 @@ static inline void level_add(int64_t* v, uint64_t by) {
 }
 static inline void level_sub(int64_t* v, uint64_t by) {
     *v = (int64_t)((uint64_t)*v - by);
+}
+
+// The peak epoch as a site keeps it (ag_site_t.epoch: its low AG_EPOCH_BITS).
+#define AG_EPOCH_MASK ((1ull << AG_EPOCH_BITS) - 1)
+static inline uint32_t epoch_now(const pass_t* p) {
+    return (uint32_t)(p->epoch & AG_EPOCH_MASK);
 }
 
 // Threads in the order they come (the decoder bounds their indices, not how sparse they are);
@@ -271,7 +312,7 @@ static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
     ag_site_t* s = &a->sites[a->nsites];
     memset(s, 0, sizeof *s);
     s->stack = (uint32_t)id;
-    s->epoch = p->epoch;
+    s->epoch = epoch_now(p);
     s->is_kept = 1;
     if (p->filter) {
         const report_frame_t* fr;
@@ -314,14 +355,29 @@ const ag_site_t* ag_site_for(const aggregate_t* a, uint32_t stack) {
     return &a->sites[a->site_slot[stack] - 1];
 }
 
+// A site's numbers now taken as its numbers at the last peak.
+static void site_snapshot(pass_t* p, ag_site_t* s) {
+    s->peak_bytes = level((int64_t)s->live_bytes);
+    s->peak_blocks = level((int64_t)s->live_blocks);
+    s->epoch = epoch_now(p);
+}
+
 // Before a site's live numbers change: if a peak happened since its last change, the numbers
 // it holds now are the ones it had at that peak.
 static void site_touch(pass_t* p, ag_site_t* s) {
-    if (s->epoch != p->epoch) {
-        s->peak_bytes = level((int64_t)s->live_bytes);
-        s->peak_blocks = level((int64_t)s->live_blocks);
-        s->epoch = p->epoch;
-    }
+    if (s->epoch != epoch_now(p))
+        site_snapshot(p, s);
+}
+
+// A new peak: every site's current numbers are now "at the peak" until it changes. A site
+// keeps the epoch's low AG_EPOCH_BITS only, so one left untouched for exactly 2^AG_EPOCH_BITS
+// peaks would pass for fresh: when those bits come round to 0, every site takes the snapshot
+// it would take at its next change (none changed since the peak), so none is ever that old.
+static void epoch_advance(pass_t* p) {
+    p->epoch++;
+    if (hl_unlikely(epoch_now(p) == 0))
+        for (size_t i = 0; i < p->a->nsites; i++)
+            site_snapshot(p, &p->a->sites[i]);
 }
 
 // Timeline: fill every bucket up to the one holding t with the level as it stands.
@@ -412,7 +468,7 @@ static void heap_up(pass_t* p, ag_site_t* s, uint64_t size, int64_t t) {
         p->a->peak_bytes = (uint64_t)p->heap;
         p->a->peak_blocks = level(p->blocks_live);
         p->a->peak_time_ns = t;
-        p->epoch++; // every site's current numbers are now "at the peak" until it changes
+        epoch_advance(p);
     }
 }
 
@@ -430,11 +486,20 @@ static HL_NOINLINE life_t* life_new(pass_t* p, uint64_t site) {
     // Sites are numbered as they come: only the entries reached are zeroed, so a doubling does
     // not touch (and make the kernel clear) the half no site has reached.
     life_t* fresh = md_grow_used(p->life, &p->life_cap, p->life_used, site + 1, sizeof *fresh);
+    if (fresh)
+        p->life = fresh;
+    if (fresh && p->a->opts.has_to) {
+        int64_t* after =
+            md_grow_used(p->after, &p->after_cap, p->life_used, site + 1, sizeof *after);
+        if (after)
+            p->after = after;
+        else
+            fresh = NULL;
+    }
     if (!fresh) {
         p->failed = 1;
         return NULL;
     }
-    p->life = fresh;
     p->life_used = site + 1;
     return &p->life[site];
 }
@@ -445,10 +510,10 @@ static inline life_t* life_at(pass_t* p, uint64_t site) {
     return site ? life_new(p, site) : NULL;
 }
 
-static void life_release(life_t* l) {
+static void life_release(pass_t* p, uint64_t site, life_t* l) {
     l->live--;
-    if (l->after > 0)
-        l->after--;
+    if (p->after && p->after[site] > 0)
+        p->after[site]--;
     else if (l->inside > 0)
         l->inside--;
 }
@@ -464,9 +529,9 @@ static void life_add(pass_t* p, uint64_t site, int64_t t, int is_inherited, uint
     if (!is_inherited && in_window(a, t))
         l->inside++;
     else if (!is_inherited && a->opts.has_to && t > a->opts.to_ns)
-        l->after++;
+        p->after[site]++; // life_at made room for it: has_to
     for (uint64_t i = 0; i < early && l->live > 0; i++)
-        life_release(l);
+        life_release(p, site, l);
 }
 
 static void on_alloc(pass_t* p, const rd_record_t* r) {
@@ -505,7 +570,7 @@ static void on_free(pass_t* p, const rd_record_t* r) {
     ag_site_t* s = site_of(p, model_stack_number(p->m, r->u[1]));
     life_t* l = r->u[2] ? life_at(p, r->u[2]) : NULL;
     if (l)
-        life_release(l);
+        life_release(p, r->u[2], l);
     if (!s->is_kept)
         return;
     tl_advance(p, t);
@@ -689,12 +754,14 @@ static void finish(pass_t* p) {
         growth_advance(p, a->end_ns + 1);
     }
     a->ntimeline = (size_t)(p->cur + 1);
-    for (size_t i = 0; i < a->nsites; i++)
-        site_touch(p, &a->sites[i]); // the last peak's numbers for sites unchanged since
-    finish_leaks(p);
-    for (size_t i = 0; i < a->nsites; i++)
-        if (a->sites[i].is_kept && a->sites[i].allocations)
+    for (size_t i = 0; i < a->nsites; i++) {
+        ag_site_t* s = &a->sites[i];
+        site_touch(p, s); // the last peak's numbers for sites unchanged since
+        s->leaked_bytes = s->leaked_blocks = 0; // the live numbers' room, for finish_leaks
+        if (s->is_kept && s->allocations)
             a->totals.sites++;
+    }
+    finish_leaks(p);
     if (a->nthreads)
         qsort(a->threads, a->nthreads, sizeof *a->threads, cmp_threads);
     if (!a->peak_bytes && a->ntimeline)
@@ -755,6 +822,7 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     if (o->filter)
         regfree(&rx);
     free(p.life);
+    free(p.after);
     idmap_free(&p.thread_ids);
     return rc;
 }
@@ -797,6 +865,7 @@ int aggregate_end(aggregate_t* a, char* err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
     }
     free(p->life);
+    free(p->after);
     idmap_free(&p->thread_ids);
     free(p);
     a->stream = NULL;
@@ -806,6 +875,7 @@ int aggregate_end(aggregate_t* a, char* err, size_t errlen) {
 void aggregate_free(aggregate_t* a) {
     if (a->stream) {
         free(a->stream->life);
+        free(a->stream->after);
         idmap_free(&a->stream->thread_ids);
         free(a->stream);
     }

@@ -48,17 +48,29 @@ static inline void ag_point_merge(ag_point_t* into, const ag_point_t* later) {
         into->rss_bytes = later->rss_bytes;
 }
 
+// A trace of a program with millions of call paths has as many sites (tree --recursive: 6.3
+// million, one per allocation): every 8 bytes here are 50 MB of the page's pass. So the pass's
+// scratch shares room with what only its end fills in, and the epoch with the filter's flag.
+#define AG_EPOCH_BITS 31 // the stored epoch's width (aggregate.c: epoch_advance keeps it exact)
+
 typedef struct ag_site_s {
     uint32_t stack;
-    int is_kept;                       // passes --filter (always 1 without one)
+    uint32_t is_kept : 1;              // passes --filter (always 1 without one)
+    uint32_t epoch : AG_EPOCH_BITS;    // scratch: the peak epoch of the last change (its low bits)
     uint64_t allocations, bytes;       // allocated in the window
     uint64_t frees;
     uint64_t peak_bytes, peak_blocks;  // live at the peak
-    uint64_t leaked_bytes, leaked_blocks; // allocated in the window, live at the end (with a
-                                          // window: estimated, see aggregate.c)
     uint64_t temporary, temporary_bytes;
-    uint64_t live_bytes, live_blocks;  // scratch during the pass; live at the end afterwards
-    uint64_t epoch;                    // scratch: the peak epoch of the last change
+    // During the pass, what the site has live (scratch); once it is over, what it leaked:
+    // allocated in the window, live at the end (with a window: estimated, see aggregate.c).
+    union {
+        uint64_t live_bytes;
+        uint64_t leaked_bytes;
+    };
+    union {
+        uint64_t live_blocks;
+        uint64_t leaked_blocks;
+    };
 } ag_site_t;
 
 typedef struct ag_bucket_s {
@@ -174,8 +186,10 @@ uint64_t ag_site_metric(const ag_site_t* s, int metric);
 // Kept sites with a non-zero metric (or any activity when all is set), best first; returns the
 // count, *out malloc'd (caller frees), or -ENOMEM.
 long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out);
-// The same, the first k only (in n log k): *out malloc'd (caller frees), count or -ENOMEM.
-long ag_top_sites(const aggregate_t* a, int metric, size_t k, const ag_site_t*** out);
+// The same, the first k only (in n log k), by every metric at once: out[metric] malloc'd
+// (caller frees each), n[metric] their count. 0, or -ENOMEM (nothing to free then).
+int ag_top_sites(const aggregate_t* a, size_t k, const ag_site_t** out[AG_METRIC_COUNT],
+                 long n[AG_METRIC_COUNT]);
 
 // Histogram bucket bounds: [lo, hi) in bytes.
 void ag_hist_bounds(int k, uint64_t* lo, uint64_t* hi);

@@ -105,35 +105,41 @@ static void json_site_metrics(FILE* out, const ag_site_t* s) {
 static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_frames_t* ft,
                       FILE* cut) {
     char* chosen = calloc(a->nsites + 1, 1);
-    if (!chosen)
+    const ag_site_t** top[AG_METRIC_COUNT];
+    long ntop[AG_METRIC_COUNT];
+    if (!chosen || ag_top_sites(a, HTML_SITES_PER_METRIC, top, ntop) != 0) {
+        free(chosen);
         return -ENOMEM;
-    const ag_site_t** by_bytes = NULL;
-    long nbytes = 0;
-    for (int m = 0; m < AG_METRIC_COUNT; m++) {
-        const ag_site_t** v;
-        long n = ag_top_sites(a, m, HTML_SITES_PER_METRIC, &v);
-        if (n < 0) {
-            free(chosen);
-            free(by_bytes);
-            return -ENOMEM;
-        }
-        for (long i = 0; i < n; i++)
-            chosen[v[i] - a->sites] = 1;
-        if (m == AG_METRIC_BYTES) {
-            by_bytes = v;
-            nbytes = n;
-        } else {
-            free(v);
-        }
     }
+    for (int m = 0; m < AG_METRIC_COUNT; m++)
+        for (long i = 0; i < ntop[m]; i++)
+            chosen[top[m][i] - a->sites] = 1;
+    const ag_site_t** by_bytes = top[AG_METRIC_BYTES];
     fprintf(out, ",\n  \"sites_sort\": \"%s\",\n  \"sites\": [", ag_metric_name(AG_METRIC_BYTES));
     size_t shown = 0;
+    ag_site_t rest;
+    memset(&rest, 0, sizeof rest);
+    size_t nrest = 0;
     // sites with bytes, biggest first; then chosen ones without (leaked or temporary only
-    // in a window cannot be, but a zero-byte site can have allocations)
+    // in a window cannot be, but a zero-byte site can have allocations); the same scan over
+    // every site sums what is left out
     for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < (pass ? a->nsites : (size_t)nbytes); i++) {
+        for (size_t i = 0; i < (pass ? a->nsites : (size_t)ntop[AG_METRIC_BYTES]); i++) {
             const ag_site_t* s = pass ? &a->sites[i] : by_bytes[i];
             size_t k = (size_t)(s - a->sites);
+            if (chosen[k] == 0 && pass && s->is_kept &&
+                (s->allocations || s->frees || s->leaked_blocks)) {
+                nrest++;
+                rest.allocations += s->allocations;
+                rest.bytes += s->bytes;
+                rest.frees += s->frees;
+                rest.peak_bytes += s->peak_bytes;
+                rest.peak_blocks += s->peak_blocks;
+                rest.leaked_bytes += s->leaked_bytes;
+                rest.leaked_blocks += s->leaked_blocks;
+                rest.temporary += s->temporary;
+                rest.temporary_bytes += s->temporary_bytes;
+            }
             if (chosen[k] != 1)
                 continue;
             chosen[k] = 2; // written
@@ -146,26 +152,6 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
         }
     }
     fputs("\n  ]", out);
-    ag_site_t rest;
-    memset(&rest, 0, sizeof rest);
-    size_t nrest = 0;
-    for (size_t i = 0; i < a->nsites; i++) {
-        const ag_site_t* s = &a->sites[i];
-        if (!s->is_kept || !(s->allocations || s->frees || s->leaked_blocks))
-            continue;
-        if (chosen[i] == 2)
-            continue;
-        nrest++;
-        rest.allocations += s->allocations;
-        rest.bytes += s->bytes;
-        rest.frees += s->frees;
-        rest.peak_bytes += s->peak_bytes;
-        rest.peak_blocks += s->peak_blocks;
-        rest.leaked_bytes += s->leaked_bytes;
-        rest.leaked_blocks += s->leaked_blocks;
-        rest.temporary += s->temporary;
-        rest.temporary_bytes += s->temporary_bytes;
-    }
     if (nrest) {
         fprintf(cut, "%s\"sites\": {\"shown\": %zu, \"sites\": %zu, \"per_metric\": %d, ",
                 ftell(cut) ? ", " : "", shown, nrest, HTML_SITES_PER_METRIC);
@@ -173,7 +159,8 @@ static int json_sites(FILE* out, report_ctx_t* c, const aggregate_t* a, json_fra
         fputc('}', cut);
     }
     free(chosen);
-    free(by_bytes);
+    for (int m = 0; m < AG_METRIC_COUNT; m++)
+        free(top[m]);
     return 0;
 }
 
