@@ -380,14 +380,17 @@ static void epoch_advance(pass_t* p) {
             site_snapshot(p, &p->a->sites[i]);
 }
 
-// Timeline: fill every bucket up to the one holding t with the level as it stands.
 // The live bytes of every site at each growth boundary the pass has gone past.
 static void growth_advance(pass_t* p, int64_t t) {
     aggregate_t* a = p->a;
     while (a->growth_taken <= AG_GROWTH_WINDOWS) {
         int k = a->growth_taken;
+        // span * k / AG_GROWTH_WINDOWS, without the product: a trace's times may span nearly
+        // 2^63 ns (a corrupt one), and at stays within the window.
+        uint64_t span = (uint64_t)(a->end_ns - a->growth_start_ns);
         int64_t at = a->growth_start_ns +
-                     (a->end_ns - a->growth_start_ns) * k / AG_GROWTH_WINDOWS;
+                     (int64_t)(span / AG_GROWTH_WINDOWS * (uint64_t)k +
+                               span % AG_GROWTH_WINDOWS * (uint64_t)k / AG_GROWTH_WINDOWS);
         if (t < at && k < AG_GROWTH_WINDOWS)
             return;
         if (t <= at && k == AG_GROWTH_WINDOWS)
@@ -422,6 +425,7 @@ static void tl_widen(pass_t* p) {
     a->bucket_ns *= 2;
 }
 
+// Timeline: fill every bucket up to the one holding t with the level as it stands.
 static void tl_advance(pass_t* p, int64_t t) {
     aggregate_t* a = p->a;
     if (a->opts.growth)
