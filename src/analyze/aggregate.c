@@ -810,6 +810,8 @@ int aggregate_build(aggregate_t* a, report_ctx_t* c, const char* path, const ag_
     size_t nb = (size_t)(span / (uint64_t)a->bucket_ns) + 1;
     a->timeline = calloc(nb, sizeof *a->timeline);
     if (!a->timeline) {
+        if (o->filter)
+            regfree(&rx);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
