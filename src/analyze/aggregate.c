@@ -81,15 +81,19 @@ uint64_t ag_site_metric(const ag_site_t* s, int metric) {
     }
 }
 
-static int sort_metric;
-static int cmp_sites(const void* pa, const void* pb) {
-    const ag_site_t *x = *(const ag_site_t* const*)pa, *y = *(const ag_site_t* const*)pb;
-    uint64_t vx = ag_site_metric(x, sort_metric), vy = ag_site_metric(y, sort_metric);
+// The order sites are ranked in by a metric: larger first, then more bytes, then by stack.
+static inline int site_order(const ag_site_t* x, const ag_site_t* y, int metric) {
+    uint64_t vx = ag_site_metric(x, metric), vy = ag_site_metric(y, metric);
     if (vx != vy)
         return vx < vy ? 1 : -1;
     if (x->bytes != y->bytes)
         return x->bytes < y->bytes ? 1 : -1;
     return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+static int sort_metric;
+static int cmp_sites(const void* pa, const void* pb) {
+    return site_order(*(const ag_site_t* const*)pa, *(const ag_site_t* const*)pb, sort_metric);
 }
 
 long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out) {
@@ -106,14 +110,8 @@ long ag_sorted_sites(const aggregate_t* a, int metric, const ag_site_t*** out) {
     return n;
 }
 
-// cmp_sites(x, y) < 0, inline: ag_top_sites asks it for every site and metric.
 static inline int site_before(const ag_site_t* x, const ag_site_t* y, int metric) {
-    uint64_t vx = ag_site_metric(x, metric), vy = ag_site_metric(y, metric);
-    if (vx != vy)
-        return vx > vy;
-    if (x->bytes != y->bytes)
-        return x->bytes > y->bytes;
-    return x->stack < y->stack;
+    return site_order(x, y, metric) < 0;
 }
 
 static void top_sift_down(const ag_site_t** h, size_t n, size_t i, int metric) {
