@@ -849,11 +849,6 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
     w->nchecks = c;
 }
 
-// CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
-// `last` also passed (same stack pointer, same address) and the frames above it still stand,
-// their rest is copied instead of walked: a recursion or a loop calling different functions
-// from one place re-walks only what changed. Returns the frame count, or -1 when a frame needs
-// the general unwinder.
 static HL_NOINLINE HL_COLD rule_t rule_miss(cache_entry_t* set, fde_resumes_t* resumes,
                                              uintptr_t ip) {
     rule_t r = compute_rule(ip, resumes);
@@ -883,6 +878,16 @@ static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintp
     return rule_later_way(set, resumes, ip);
 }
 
+// CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
+// `last` also passed (same stack pointer, same address) and the frames above it still stand,
+// their rest is copied instead of walked: a recursion or a loop calling different functions
+// from one place re-walks only what changed. When `last` was cut short of the depth this walk
+// may reach (a release after a release, cut to HL_RELEASE_DEPTH frames, then a tail-called free
+// one frame shallower: tree --recursive's every node), its frames are copied as far as they go
+// and the walk goes on from its outermost one. Returns the frame count; -1 when a frame needs
+// the general unwinder, HL_WALK_AGAIN when a frame past such a copy needs the %rbp the walk
+// copied from did not keep (the caller walks again, reusing nothing).
+#define HL_WALK_AGAIN (-2)
 static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
                 const last_stack_t* last, int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
@@ -899,7 +904,8 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     out->is_complete = 0;
     out->reused_at = -1;
     out->rbp_last = -1;
-    int any_rbp = 0; // a walked frame's CFA came from %rbp
+    int any_rbp = 0;     // a walked frame's CFA came from %rbp
+    int rbp_unknown = 0; // past frames copied from a walk cut short: %rbp not known until read
     while (n < max) {
         while (j < last_n && last_sps[j] < sp)
             j++;
@@ -927,6 +933,24 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
             out->reused_from = j;
             return n + take;
         }
+        if (j < last_n - 1 && last_sps[j] == sp && last_ips[j] == ip && !last->is_complete &&
+            n + (last_n - j) < max && !any_rbp && last->rbp_last < j &&
+            tail_slots_still_valid(last, j)) {
+            // The previous walk was cut short of this one's depth (a release one frame
+            // shallower than the last: a tail-called free): its frames stand as far as they go,
+            // and the walk goes on from its outermost one, %rbp there unknown.
+            int take = last_n - 1 - j;
+            memcpy(&out_ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out_slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
+            memcpy(&out_sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
+            memset(&out->kinds[n], 0, (size_t)take);
+            n += take;
+            ip = last->ips[last_n - 1];
+            sp = last->sps[last_n - 1];
+            rbp_unknown = 1;
+            j = last_n;
+            continue;
+        }
         out_ips[n] = ip;
         out_sps[n] = sp;
         out->rbps[n] = rbp;
@@ -947,6 +971,8 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
                 break;
             }
             return -1;
+        } else if (hl_unlikely(rbp_unknown)) {
+            return HL_WALK_AGAIN;
         } else if (RULE_CFA(r) == CFA_RBP) {
             cfa = rbp + r.cfa_off;
             out->kinds[n - 1] = FRAME_CFA_RBP;
@@ -967,6 +993,9 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
             out->rreads[n - 1] = cfa + r.rbp_off;
             out->kinds[n - 1] |= FRAME_READ_RBP;
             rbp = *(uintptr_t*)(cfa + r.rbp_off);
+            rbp_unknown = 0;
+        } else if (hl_unlikely(rbp_unknown && RULE_RBP(r) == RBP_AT_RBP)) {
+            return HL_WALK_AGAIN;
         } else if (RULE_RBP(r) == RBP_AT_RBP) {
             out->rreads[n - 1] = rbp + r.rbp_off;
             out->kinds[n - 1] |= FRAME_RBP_AT_RBP | FRAME_READ_RBP;
@@ -1089,6 +1118,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
     int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
+    if (hl_unlikely(n == HL_WALK_AGAIN))
+        n = walk(st, ip, sp, rbp, fresh, NULL, max);
     if (n < 0) {
         fresh->n = 0;
         return capture_general(max);

@@ -41,7 +41,7 @@ void cli_usage_run(FILE* out) {
           "run options:\n"
           "  -o, --output FILE        trace file (default heaplens.PROG.PID.hl; %p pid, %e program)\n"
           "  -d, --depth N            frames per backtrace (default 32; the stack of a release,\n"
-          "                           kept to name it in a double free, at most 16)\n"
+          "                           kept to name it in a double free, at most 12)\n"
           "  --guard=N                guard bytes after each block to catch overruns (default 8;\n"
           "                           0 leaves the allocator's layout untouched)\n"
           "  --redzone=N              N bytes of red zone before and after each block (the one\n"

@@ -375,7 +375,7 @@ def view(path):
 fast, general = view(sys.argv[1]), view(sys.argv[2])
 leaks = [r for r in fast[0] if r[0] == "definitely_lost"]
 doubles = [e for e in fast[1] if e[0] == "double_free"]
-if len(leaks) < 100 or len(doubles) != 28 or any(len(e[3]) != 12 for e in doubles):
+if len(leaks) < 100 or len(doubles) != 42 or any(len(e[3]) != 12 for e in doubles):
     print("the fast run is not what the case needs: %d leak stacks, %d double frees, release "
           "stacks of %s frames" % (len(leaks), len(doubles), sorted({len(e[3]) for e in doubles})))
 elif fast != general:

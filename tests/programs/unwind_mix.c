@@ -144,6 +144,45 @@ NOINLINE static void chain(int depth, void* p) {
     NO_TAIL_CALL();
 }
 
+// Two releases in a row at the bottom of a chain deeper than a release keeps, after a release
+// elsewhere (so the first is walked anew, cut short at 12 frames); the second is tail-called, its
+// stack one frame shallower: the agent takes the frames the first walk has and walks on from its
+// outermost. Through tail_framed, a function whose CFA comes from %rbp (alloca) stands at every
+// place around that frame, also where the first walk stopped just short of it and kept no %rbp
+// for it: the agent walks those again whole. The tail-called release's block is freed again, so
+// its release stack is reported.
+NOINLINE static void tail_frees(void* a, void* b) {
+    free(a);
+    free(b); // a tail call
+}
+NOINLINE static void tail_chain(int depth, void* a, void* b) {
+    if (depth == 0)
+        tail_frees(a, b);
+    else
+        tail_chain(depth - 1, a, b);
+    NO_TAIL_CALL();
+}
+NOINLINE static void tail_framed(size_t n, int depth, void* a, void* b) {
+    char* pad = alloca(n);
+    keep(pad);
+    tail_chain(depth, a, b);
+    NO_TAIL_CALL();
+}
+NOINLINE static void tail_releases(void) {
+    for (int framed = 0; framed < 2; framed++)
+        for (int depth = 7; depth <= 13; depth++) {
+            void* blocks[3];
+            for (int k = 0; k < 3; k++)
+                keep(blocks[k] = malloc(8 + (size_t)k));
+            free(blocks[0]);
+            if (framed)
+                tail_framed(16 + (size_t)depth, depth, blocks[1], blocks[2]);
+            else
+                tail_chain(depth, blocks[1], blocks[2]);
+            release_again(blocks[2]);
+        }
+}
+
 // One call site calling malloc through a wrapper, then malloc itself: the second stack is the
 // first one's from its second frame on.
 typedef void* (*alloc_fn)(size_t);
@@ -373,6 +412,7 @@ int main(void) {
             chain(depth, p);
         }
     }
+    tail_releases();
     for (int i = 0; i < 10; i++)
         one_site(i);
     two_threads();
