@@ -1117,9 +1117,11 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
         state_populate(st);
     int slot = (rc->latest + 1) % HL_RECENT;
     last_stack_t* fresh = &rc->walks[slot];
-    int n = walk(st, ip, sp, rbp, fresh, last->n > 0 ? last : NULL, max);
-    if (hl_unlikely(n == HL_WALK_AGAIN))
-        n = walk(st, ip, sp, rbp, fresh, NULL, max);
+    const last_stack_t* reuse = last->n > 0 ? last : NULL;
+    int n;
+    // One call site, so that walk() stays inlined here.
+    while (hl_unlikely((n = walk(st, ip, sp, rbp, fresh, reuse, max)) == HL_WALK_AGAIN))
+        reuse = NULL;
     if (n < 0) {
         fresh->n = 0;
         return capture_general(max);
