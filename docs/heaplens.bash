@@ -24,7 +24,11 @@ _heaplens() {
         return
         ;;
     --sort)
-        COMPREPLY=($(compgen -W "allocations bytes peak leaked temporary live" -- "$cur"))
+        if [[ $cmd == diff ]]; then
+            COMPREPLY=($(compgen -W "bytes allocations peak live leaked" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "allocations bytes peak leaked temporary" -- "$cur"))
+        fi
         return
         ;;
     --metric)

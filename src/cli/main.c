@@ -524,7 +524,8 @@ int main(int argc, char** argv) {
         printf("heaplens %s\n", HEAPLENS_VERSION);
         return 0;
     }
-    cli_error("unknown command '%s' (run, report, diff, html, memcheck, server; see heaplens --help)",
+    cli_error("unknown command '%s' (run, report, diff, html, memcheck, server, shell, attach, "
+              "detach; see heaplens --help)",
               argv[1]);
     return 2;
 }
