@@ -175,8 +175,8 @@ $(BUILD)/tests/test_agent_core: tests/unit/test_agent_core.c $(BUILD)/libheaplen
 $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fno-omit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread -ldl
-# Built without frame pointers: its stacks are the agent's own unwinder's work (CFI rules).
-$(BUILD)/programs/unwind_mix: tests/programs/unwind_mix.c tests/programs/common.h
+# Built without frame pointers: their stacks are the agent's own unwinder's work (CFI rules).
+$(BUILD)/programs/unwind_mix $(BUILD)/programs/unwind_random: $(BUILD)/programs/unwind_%: tests/programs/unwind_%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread
 $(BUILD)/programs/%: tests/programs/%.cc tests/programs/common.h
