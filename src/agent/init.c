@@ -330,6 +330,7 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     control_close();
     atomic_store(&hl_phase, HL_DONE);
     writer_unlock();
+    unwind_check_report();
     if (hl_opt.scan_at_exit)
         scan_resume_world();
     thread_self()->busy = was_busy;

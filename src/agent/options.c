@@ -73,6 +73,7 @@ static const option_t options[] = {
     {"disable", "HEAPLENS_DISABLE", &hl_opt.is_disabled, 0, 1, NULL, 0},
     {"release_stacks", "HEAPLENS_RELEASE_STACKS", &hl_opt.release_stacks, 0, 1, NULL, 0},
     {"unwind_cfi", "HEAPLENS_UNWIND_CFI", &hl_opt.unwind_cfi, 0, 1, NULL, 0},
+    {"unwind_check", "HEAPLENS_UNWIND_CHECK", &hl_opt.unwind_check, 0, 1, NULL, 0},
     {"header_min", "HEAPLENS_HEADER_MIN", &header_min, 0, 1 << 30, NULL, 0},
     {"redzone", "HEAPLENS_REDZONE", &hl_opt.redzone, 0, HL_REDZONE_MAX, NULL, 0},
     {"paint", "HEAPLENS_PAINT", NULL, 0, 0, hl_opt.paint, sizeof hl_opt.paint},

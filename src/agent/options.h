@@ -15,6 +15,7 @@ typedef struct hl_options_s {
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
     int unwind_cfi;     // the agent's own unwinder (unwind.c); 0: libgcc's for every stack
+    int unwind_check;   // a test's setting: every stack taken from earlier walks walked again
     int control;        // listen on a control socket (control.c)
     int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header

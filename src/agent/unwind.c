@@ -17,6 +17,7 @@
 #include <unwind.h>
 
 #include "../common/compiler.h"
+#include "log.h"
 #include "modules.h"
 #include "options.h"
 #include "os.h"
@@ -604,6 +605,7 @@ typedef struct unwind_state_s {
     cache_entry_t rules[HL_RULE_CACHE];
     fde_resumes_t resumes; // what the rules were worked out from (forgotten with them)
     recent_t recent[2];
+    last_stack_t* check;   // unwind_check's walk anew (made at its first use)
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
@@ -888,7 +890,7 @@ static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintp
 // the general unwinder, HL_WALK_AGAIN when a frame past such a copy needs the %rbp the walk
 // copied from did not keep (the caller walks again, reusing nothing).
 #define HL_WALK_AGAIN (-2)
-static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
+static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
                 const last_stack_t* last, int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
     // Locals, so the stores into out's arrays do not make the compiler reload the fields of
@@ -1015,6 +1017,46 @@ static int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, l
     return n;
 }
 
+// unwind_check (a test's setting): each stack the unwinder took from earlier walks, found whole
+// among the recent ones or with frames copied, is walked again reusing nothing, into a walk of
+// its own; a difference in its frames is said on stderr. Walks that need the general unwinder
+// are not compared.
+static _Atomic unsigned long checks_made, checks_differed;
+
+static HL_NOINLINE HL_COLD void check_walk(unwind_state_t* st, const last_stack_t* got,
+                                           uintptr_t ip, uintptr_t sp, uintptr_t rbp) {
+    if (!st->check) {
+        char* at = os_map(walk_bytes(st->depth) + sizeof(last_stack_t));
+        if (!at)
+            return;
+        st->check = (last_stack_t*)at;
+        walk_lay_out(st->check, at + sizeof(last_stack_t), st->depth);
+    }
+    last_stack_t* anew = st->check;
+    // A walk cut at its depth, to the same depth; one that ended, as far as it may go (a stack
+    // wrongly ended early is then longer walked anew).
+    int n = walk(st, ip, sp, rbp, anew, NULL, got->is_complete ? st->depth : got->n);
+    if (n < 0)
+        return;
+    atomic_fetch_add(&checks_made, 1);
+    int k = 0;
+    while (k < n && k < got->n && anew->ips[k] == got->ips[k])
+        k++;
+    if (k == n && n == got->n)
+        return;
+    atomic_fetch_add(&checks_differed, 1);
+    hl_log("unwind check: a stack of %d frames taken from earlier walks, %d walked anew; they "
+           "part at frame %d (%#lx, anew %#lx)",
+           got->n, n, k, k < got->n ? (unsigned long)got->ips[k] : 0ul,
+           k < n ? (unsigned long)anew->ips[k] : 0ul);
+}
+
+void unwind_check_report(void) {
+    if (hl_opt.unwind_check)
+        hl_log("unwind check: %lu stacks taken from earlier walks walked again, %lu differed",
+               atomic_load(&checks_made), atomic_load(&checks_differed));
+}
+
 // The node `up` callers above the stack id (a walk's frames were reused from frame `up` of the
 // walk whose stack is id), following parents (a few: the innermost frames that changed); 0 when
 // not known. Its nodes were made or found lately, so they are likely in the cache, where a probe
@@ -1048,6 +1090,8 @@ static inline uint32_t recent_find(unwind_state_t* st, recent_t* rc, uint8_t* wa
         const last_stack_t* seen = &rc->walks[ways[w] - 1];
         if (seen->n > 0 &&
             (w == 0 ? tail_still_valid(seen, 0, rbp) : tail_still_same(seen, rbp))) {
+            if (hl_unlikely(hl_opt.unwind_check))
+                check_walk(st, seen, ip, sp, rbp);
             rc->latest = ways[w] - 1;
             rc->latest_seq = ++st->seq;
             if (hl_unlikely(w > 0)) {
@@ -1129,6 +1173,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     // The last frame's own slot may be unread (the walk stopped at max): matches compare the
     // n - 1 slots that were.
     fresh->n = n;
+    if (hl_unlikely(hl_opt.unwind_check) && reuse)
+        check_walk(st, fresh, ip, sp, rbp);
     fresh->id = 0;
     if (fresh->reused_at == 0) // all of it was the previous walk's from one of its frames on
         fresh->id = fresh->nodes[0];
@@ -1192,6 +1238,7 @@ uint32_t stack_capture(hl_thread_t* t) {
 }
 uint32_t stack_capture_release(hl_thread_t* t) { return stack_capture(t); }
 void unwind_forget_recent(void) {} // nothing is remembered between walks here
+void unwind_check_report(void) {}
 void unwind_after_fork(hl_thread_t* t) {
     (void)t;
 }

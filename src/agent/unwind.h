@@ -27,6 +27,9 @@ uint32_t stack_capture_release(hl_thread_t* t); // the same, for a release (its 
 // From a signal handler: the stack of the instruction at ip that faulted.
 uint32_t stack_capture_fault(hl_thread_t* t, uintptr_t ip);
 void unwind_init(void);
+// With the unwind_check setting: how many stacks were checked and how many differed, said on
+// stderr (at the end of a trace).
+void unwind_check_report(void);
 void unwind_forget_recent(void); // a new trace: every thread walks its stacks anew
 void unwind_after_fork(hl_thread_t* t); // the forking thread, in the child
 // After dlclose or dlopen (the loader may unload objects of its own): when objects were unloaded

@@ -405,6 +405,9 @@ PY
 }
 same_stacks unwind_mix \
     "len(leaks) >= 100 and len(doubles) == 42 and all(len(e[3]) == 12 for e in doubles)" unwind_mix
+# A walk going on past a cut one, where the %rbp it has is another frame's: 8 lost blocks whose
+# stacks reach main (a walk that took that %rbp ended them at framed).
+same_stacks unwind_guard "sum(n for (size, f), n in fast[0].items() if size == 24) == 8" unwind_guard
 # Random chains across the release and default depths, three seeds: about 450 leak stacks and
 # 1,600 double frees each, some released by tail calls after cut walks (the agent takes the
 # frames those have and walks on).
@@ -412,6 +415,33 @@ for seed in 1 2 3; do
     same_stacks "unwind_random_$seed" "len(leaks) >= 300 and len(doubles) >= 1000" \
         unwind_random 20000 "$seed"
 done
+
+# Every stack the unwinder takes from earlier walks (found whole among the recent ones, or with
+# frames copied, or going on past a cut walk) walked again from nothing by the agent itself
+# (the unwind_check setting): none differs, and at least MIN were checked.
+# unwind_checked CASE MIN PROGRAM [ARGS...]
+unwind_checked() {
+    local name=$1 min=$2
+    shift 2
+    export HEAPLENS_UNWIND_CHECK=1
+    hl "$name" -- "$@"
+    unset HEAPLENS_UNWIND_CHECK
+    local line made differed
+    line=$(grep -h "unwind check: [0-9]* stacks" "$D/stderr" | tail -1)
+    made=$(sed -n 's/.*unwind check: \([0-9]*\) stacks.*/\1/p' <<<"$line")
+    differed=$(sed -n 's/.*, \([0-9]*\) differed$/\1/p' <<<"$line")
+    if [ -n "$made" ] && [ "$made" -ge "$min" ] && [ "$differed" = 0 ] &&
+        ! grep -q "they part at" "$D/stderr"; then
+        pass "$name: $made stacks taken from earlier walks, each the same walked anew"
+    else
+        fail "$name" "expected at least $min checked and none differing: $(grep -h "unwind check" "$D/stderr" | head -3)"
+    fi
+}
+unwind_checked unwind_mix_checked 10000 unwind_mix
+unwind_checked unwind_guard_checked 10 unwind_guard
+unwind_checked unwind_random_checked 100000 unwind_random 20000 4
+unwind_checked stack_shapes_checked 200000 stack_shapes 17
+unwind_checked threads_many_checked 1000000 threads_many
 
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0
