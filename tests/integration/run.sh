@@ -439,7 +439,7 @@ unwind_checked() {
 }
 unwind_checked unwind_mix_checked 10000 unwind_mix
 unwind_checked unwind_guard_checked 10 unwind_guard
-unwind_checked unwind_random_checked 100000 unwind_random 20000 4
+unwind_checked unwind_random_checked 150000 unwind_random 20000 4
 unwind_checked stack_shapes_checked 200000 stack_shapes 17
 unwind_checked threads_many_checked 1000000 threads_many
 

@@ -4,8 +4,10 @@
 // and tail calls (no frame of their own). At each leaf, blocks are made and released in random
 // patterns (releases after releases, tail-called releases one frame shallower than the one
 // before), some freed twice (the report names their first release) and some kept to the end.
-// Built without frame pointers: run.sh compares every allocation and release stack with the
-// general unwinder's (HEAPLENS_UNWIND_CFI=0). Usage: unwind_random [ROUNDS [SEED]].
+// Then a tree torn down by recursion, its frees after frees. Built without frame pointers:
+// run.sh compares every allocation and release stack with the general unwinder's
+// (HEAPLENS_UNWIND_CFI=0), and has the agent walk anew every stack it took from earlier walks
+// (unwind_check). Usage: unwind_random [ROUNDS [SEED]].
 #include <alloca.h>
 #include <stdlib.h>
 
@@ -115,6 +117,34 @@ NOINLINE static void step(int left, int tag) {
     NO_TAIL_CALL();
 }
 
+// A binary tree made and torn down by recursion, 14 levels (16,383 nodes): each node's key is
+// freed, then the node by a tail call, one frame shallower than the release before, which was
+// cut at 12 frames; every such walk goes on from where that one stopped.
+struct node {
+    struct node *left, *right;
+    char* key;
+};
+NOINLINE static struct node* grow(int levels) {
+    if (levels == 0)
+        return NULL;
+    struct node* n = malloc(sizeof *n);
+    n->key = malloc(24);
+    n->left = grow(levels - 1);
+    n->right = grow(levels - 1);
+    return n;
+}
+NOINLINE static void free_node(struct node* n) {
+    free(n->key);
+    free(n); // a tail call
+}
+NOINLINE static void teardown(struct node* n) {
+    if (!n)
+        return;
+    teardown(n->left);
+    teardown(n->right);
+    free_node(n);
+}
+
 int main(int argc, char** argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 3000;
     if (argc > 2)
@@ -127,6 +157,7 @@ int main(int argc, char** argv) {
             nkept = 0;
         }
     }
+    teardown(grow(14));
     say("unwind_random done\n");
     return 0;
 }
