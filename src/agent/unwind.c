@@ -890,8 +890,11 @@ static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintp
 // the general unwinder, HL_WALK_AGAIN when a frame past such a copy needs the %rbp the walk
 // copied from did not keep (the caller walks again, reusing nothing).
 #define HL_WALK_AGAIN (-2)
-static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp, last_stack_t* out,
-                const last_stack_t* last, int max) {
+// Inlined into both its callers: capture's walk is the hot path, check_walk's a test's.
+static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintptr_t ip,
+                                                      uintptr_t sp, uintptr_t rbp,
+                                                      last_stack_t* out, const last_stack_t* last,
+                                                      int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
     // Locals, so the stores into out's arrays do not make the compiler reload the fields of
     // last on every frame (the two could alias as far as it knows).
@@ -1163,7 +1166,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     last_stack_t* fresh = &rc->walks[slot];
     const last_stack_t* reuse = last->n > 0 ? last : NULL;
     int n;
-    // One call site, so that walk() stays inlined here.
+    // A walk past a cut one that met a frame needing the %rbp it lacked: again, reusing nothing.
     while (hl_unlikely((n = walk(st, ip, sp, rbp, fresh, reuse, max)) == HL_WALK_AGAIN))
         reuse = NULL;
     if (n < 0) {
