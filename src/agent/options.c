@@ -33,6 +33,7 @@ hl_options_t hl_opt = {
     .control = 1,
     .release_stacks = 1,
     .unwind_cfi = 1,
+    .unwind_hits = 1,
     .paint_alloc = -1,
     .paint_free = -1,
 };
@@ -387,6 +388,7 @@ void options_load_string(const char* s) {
     checking_load();
     hl_opt.guard = (hl_opt.guard + 7) & ~7;
     hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
+    hl_opt.unwind_hits = hl_opt.unwind_cfi && !hl_opt.unwind_check;
     if (!hl_opt.output[0])
         strcpy(hl_opt.output, "heaplens.%e.%p.hl");
 }
@@ -406,6 +408,9 @@ void options_load(void) {
     // Without guards the allocator's layout stays untouched: no headers either; nor with
     // checking, whose blocks have their red zone where a header would be.
     hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
+    // With unwind_check every found stack goes through capture(), which checks it: the hot
+    // path tests nothing more.
+    hl_opt.unwind_hits = hl_opt.unwind_cfi && !hl_opt.unwind_check;
     if (!hl_opt.output[0])
         strcpy(hl_opt.output, "heaplens.%e.%p.hl");
     if (hl_opt.no_follow)

@@ -16,6 +16,7 @@ typedef struct hl_options_s {
     int release_stacks; // unwind releases too, so a double free names the first release
     int unwind_cfi;     // the agent's own unwinder (unwind.c); 0: libgcc's for every stack
     int unwind_check;   // a test's setting: every stack taken from earlier walks walked again
+    int unwind_hits;    // the own unwinder, unchecked: a found stack answers at once (capture_hit)
     int control;        // listen on a control socket (control.c)
     int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header

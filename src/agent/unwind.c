@@ -504,6 +504,8 @@ typedef struct last_stack_s {
     int n;
     int is_complete;               // the walk reached the outermost frame (not the depth limit)
     int reused_at, reused_from;    // frames [reused_at, n) were copied from last's [reused_from..]
+                                   // (reused_from -1: nothing was copied)
+    int is_resumed;                // frames copied from a walk cut short, then walked on
     uint32_t id;
     // A frame whose CFA comes from %rbp (alloca, a variable-length array, code built with frame
     // pointers) is only the same frame again if %rbp is, and so are the words %rbp and the CFA
@@ -692,11 +694,20 @@ static inline uint32_t recent_slot(uintptr_t ip, uintptr_t sp) {
     return (uint32_t)(frame_hash(ip, sp) >> 56); // HL_RECENT_INDEX = 256
 }
 
+// What unwind_check (check_walk, below) walked again, of it what went on past a cut walk, and
+// what differed; and the walks past a cut one that met a frame needing %rbp (walked again whole).
+static _Atomic unsigned long checks_made, checks_resumed, checks_differed, walks_again;
+
 // A fork child counts its own captures towards HL_STATE_POPULATE_AT, not its parent's: a parent
 // whose captures were all found again (a loop) never walked after its first ones and left its
 // state to the child, which made all of it present at its first walk, then ran a command (a
 // shell's child: 0.1 ms of page clearing for a malloc and three frees before its exec).
 void unwind_after_fork(hl_thread_t* t) {
+    // unwind_check counts the child's own walks.
+    atomic_store(&checks_made, 0);
+    atomic_store(&checks_resumed, 0);
+    atomic_store(&checks_differed, 0);
+    atomic_store(&walks_again, 0);
     unwind_state_t* st = t->unwind_cache;
     if (st && !st->is_populated)
         st->populate_from = st->seq;
@@ -880,6 +891,40 @@ static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintp
     return rule_later_way(set, resumes, ip);
 }
 
+// Frames [j, j + take) of `last` into a walk's arrays from the frame they go to: their
+// addresses, slots and stack pointers.
+HL_INLINE void copy_frames(uintptr_t* ips, uintptr_t* slots, uintptr_t* sps,
+                           const last_stack_t* last, int j, int take) {
+    memcpy(ips, &last->ips[j], (size_t)take * sizeof(uintptr_t));
+    memcpy(slots, &last->slots[j], (size_t)take * sizeof(uintptr_t));
+    memcpy(sps, &last->sps[j], (size_t)take * sizeof(uintptr_t));
+}
+
+// walk() met frame j of `last` at its frame n, last's frames from j on still stand, and `take`
+// of them were copied: they end the walk, with their nodes and what they took from %rbp up to
+// the last that counts. Returns the frame count.
+static int end_with_tail(last_stack_t* out, int n, const last_stack_t* last, int j, int take,
+                         int any_rbp) {
+    int last_n = last->n;
+    memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
+    int above = -1;
+    if (hl_unlikely(last->rbp_last >= j)) {
+        int upto = last->rbp_last < j + take ? last->rbp_last : j + take - 1;
+        size_t m = (size_t)(upto - j + 1);
+        memcpy(&out->rbps[n], &last->rbps[j], m * sizeof(uintptr_t));
+        memcpy(&out->needs[n], &last->needs[j], m);
+        above = n + (upto - j);
+    }
+    if (hl_unlikely(any_rbp || above >= 0))
+        settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
+                   above >= 0 ? last : NULL, j);
+    out->is_complete = last->is_complete && take == last_n - j;
+    out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
+    out->reused_from = j;
+    return n + take;
+}
+
+#define HL_WALK_AGAIN (-2)
 // CFI walk from (ip, sp, rbp) into out (ips, slots, sps). When a frame is one the previous walk
 // `last` also passed (same stack pointer, same address) and the frames above it still stand,
 // their rest is copied instead of walked: a recursion or a loop calling different functions
@@ -889,12 +934,10 @@ static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintp
 // and the walk goes on from its outermost one. Returns the frame count; -1 when a frame needs
 // the general unwinder, HL_WALK_AGAIN when a frame past such a copy needs the %rbp the walk
 // copied from did not keep (the caller walks again, reusing nothing).
-#define HL_WALK_AGAIN (-2)
-// Inlined into both its callers: capture's walk is the hot path, check_walk's a test's.
-static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintptr_t ip,
-                                                      uintptr_t sp, uintptr_t rbp,
-                                                      last_stack_t* out, const last_stack_t* last,
-                                                      int max) {
+// HL_INLINE: with check_walk (a test's) as its second caller, gcc would no longer inline it
+// into capture(), whose walk needs every register.
+HL_INLINE int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp,
+                   last_stack_t* out, const last_stack_t* last, int max) {
     cache_entry_t* cache = st ? st->rules : NULL;
     // Locals, so the stores into out's arrays do not make the compiler reload the fields of
     // last on every frame (the two could alias as far as it knows).
@@ -908,53 +951,40 @@ static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintpt
     int n = 0, j = 0;
     out->is_complete = 0;
     out->reused_at = -1;
+    out->reused_from = -1;
+    out->is_resumed = 0;
     out->rbp_last = -1;
-    int any_rbp = 0;     // a walked frame's CFA came from %rbp
-    int rbp_unknown = 0; // past frames copied from a walk cut short: %rbp not known until read
+    int any_rbp = 0;        // a walked frame's CFA came from %rbp
+    int is_rbp_unknown = 0; // past frames copied from a walk cut short: not known until read
     while (n < max) {
         while (j < last_n && last_sps[j] < sp)
             j++;
-        if (j < last_n && last_sps[j] == sp && last_ips[j] == ip &&
-            (last->is_complete || n + (last_n - j) >= max) && tail_still_valid(last, j, rbp)) {
-            int take = last_n - j < max - n ? last_n - j : max - n;
-            memcpy(&out_ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out_slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out_sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out->nodes[n], &last->nodes[j], (size_t)take * sizeof(uint32_t));
-            // What the copied frames took from %rbp comes along, up to the last that counts.
-            int above = -1;
-            if (hl_unlikely(last->rbp_last >= j)) {
-                int upto = last->rbp_last < j + take ? last->rbp_last : j + take - 1;
-                size_t m = (size_t)(upto - j + 1);
-                memcpy(&out->rbps[n], &last->rbps[j], m * sizeof(uintptr_t));
-                memcpy(&out->needs[n], &last->needs[j], m);
-                above = n + (upto - j);
+        if (j < last_n && last_sps[j] == sp && last_ips[j] == ip) {
+            if ((last->is_complete || n + (last_n - j) >= max) && tail_still_valid(last, j, rbp)) {
+                int take = last_n - j < max - n ? last_n - j : max - n;
+                copy_frames(&out_ips[n], &out_slots[n], &out_sps[n], last, j, take);
+                return end_with_tail(out, n, last, j, take, any_rbp);
             }
-            if (hl_unlikely(any_rbp || above >= 0))
-                settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
-                           above >= 0 ? last : NULL, j);
-            out->is_complete = last->is_complete && take == last_n - j;
-            out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
-            out->reused_from = j;
-            return n + take;
-        }
-        if (j < last_n - 1 && last_sps[j] == sp && last_ips[j] == ip && !last->is_complete &&
-            n + (last_n - j) < max && !any_rbp && last->rbp_last < j &&
-            tail_slots_still_valid(last, j)) {
-            // The previous walk was cut short of this one's depth (a release one frame
-            // shallower than the last: a tail-called free): its frames stand as far as they go,
-            // and the walk goes on from its outermost one, %rbp there unknown.
-            int take = last_n - 1 - j;
-            memcpy(&out_ips[n], &last->ips[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out_slots[n], &last->slots[j], (size_t)take * sizeof(uintptr_t));
-            memcpy(&out_sps[n], &last->sps[j], (size_t)take * sizeof(uintptr_t));
-            memset(&out->kinds[n], 0, (size_t)take);
-            n += take;
-            ip = last->ips[last_n - 1];
-            sp = last->sps[last_n - 1];
-            rbp_unknown = 1;
-            j = last_n;
-            continue;
+            // `last` was cut short of this walk's depth (a release one frame shallower than the
+            // last: a tail-called free): its frames stand as far as they go, and the walk goes
+            // on from its outermost one, %rbp there unknown. Only where neither the frames
+            // walked so far nor the copied ones depend on %rbp: the copied frames bring no %rbp
+            // checks along (their kinds cleared, settle_rbp finds none there; their rbps are
+            // stale).
+            if (!last->is_complete && n + (last_n - j) < max && j < last_n - 1 && !any_rbp &&
+                last->rbp_last < j && tail_slots_still_valid(last, j)) {
+                int take = last_n - 1 - j;
+                copy_frames(&out_ips[n], &out_slots[n], &out_sps[n], last, j, take);
+                memset(&out->kinds[n], 0, (size_t)take);
+                out->reused_from = j;
+                out->is_resumed = 1;
+                n += take;
+                ip = last->ips[last_n - 1];
+                sp = last->sps[last_n - 1];
+                is_rbp_unknown = 1;
+                j = last_n;
+                continue;
+            }
         }
         out_ips[n] = ip;
         out_sps[n] = sp;
@@ -976,7 +1006,7 @@ static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintpt
                 break;
             }
             return -1;
-        } else if (hl_unlikely(rbp_unknown)) {
+        } else if (hl_unlikely(is_rbp_unknown)) {
             return HL_WALK_AGAIN;
         } else if (RULE_CFA(r) == CFA_RBP) {
             cfa = rbp + r.cfa_off;
@@ -998,10 +1028,10 @@ static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintpt
             out->rreads[n - 1] = cfa + r.rbp_off;
             out->kinds[n - 1] |= FRAME_READ_RBP;
             rbp = *(uintptr_t*)(cfa + r.rbp_off);
-            rbp_unknown = 0;
-        } else if (hl_unlikely(rbp_unknown && RULE_RBP(r) == RBP_AT_RBP)) {
-            return HL_WALK_AGAIN;
+            is_rbp_unknown = 0;
         } else if (RULE_RBP(r) == RBP_AT_RBP) {
+            if (hl_unlikely(is_rbp_unknown))
+                return HL_WALK_AGAIN;
             out->rreads[n - 1] = rbp + r.rbp_off;
             out->kinds[n - 1] |= FRAME_RBP_AT_RBP | FRAME_READ_RBP;
             rbp = *(uintptr_t*)(rbp + r.rbp_off);
@@ -1024,7 +1054,6 @@ static inline __attribute__((always_inline)) int walk(unwind_state_t* st, uintpt
 // among the recent ones or with frames copied, is walked again reusing nothing, into a walk of
 // its own; a difference in its frames is said on stderr. Walks that need the general unwinder
 // are not compared.
-static _Atomic unsigned long checks_made, checks_differed;
 
 static HL_NOINLINE HL_COLD void check_walk(unwind_state_t* st, const last_stack_t* got,
                                            uintptr_t ip, uintptr_t sp, uintptr_t rbp) {
@@ -1042,6 +1071,8 @@ static HL_NOINLINE HL_COLD void check_walk(unwind_state_t* st, const last_stack_
     if (n < 0)
         return;
     atomic_fetch_add(&checks_made, 1);
+    if (got->is_resumed)
+        atomic_fetch_add(&checks_resumed, 1);
     int k = 0;
     while (k < n && k < got->n && anew->ips[k] == got->ips[k])
         k++;
@@ -1049,15 +1080,18 @@ static HL_NOINLINE HL_COLD void check_walk(unwind_state_t* st, const last_stack_
         return;
     atomic_fetch_add(&checks_differed, 1);
     hl_log("unwind check: a stack of %d frames taken from earlier walks, %d walked anew; they "
-           "part at frame %d (%#lx, anew %#lx)",
+           "part at frame %d (0x%lx, anew 0x%lx)",
            got->n, n, k, k < got->n ? (unsigned long)got->ips[k] : 0ul,
            k < n ? (unsigned long)anew->ips[k] : 0ul);
 }
 
 void unwind_check_report(void) {
     if (hl_opt.unwind_check)
-        hl_log("unwind check: %lu stacks taken from earlier walks walked again, %lu differed",
-               atomic_load(&checks_made), atomic_load(&checks_differed));
+        hl_log("unwind check: %lu stacks taken from earlier walks walked again, %lu differed "
+               "(%lu had gone on past a cut walk; %lu walks past one met a frame needing %%rbp "
+               "and were walked again whole)",
+               atomic_load(&checks_made), atomic_load(&checks_differed),
+               atomic_load(&checks_resumed), atomic_load(&walks_again));
 }
 
 // The node `up` callers above the stack id (a walk's frames were reused from frame `up` of the
@@ -1093,8 +1127,6 @@ static inline uint32_t recent_find(unwind_state_t* st, recent_t* rc, uint8_t* wa
         const last_stack_t* seen = &rc->walks[ways[w] - 1];
         if (seen->n > 0 &&
             (w == 0 ? tail_still_valid(seen, 0, rbp) : tail_still_same(seen, rbp))) {
-            if (hl_unlikely(hl_opt.unwind_check))
-                check_walk(st, seen, ip, sp, rbp);
             rc->latest = ways[w] - 1;
             rc->latest_seq = ++st->seq;
             if (hl_unlikely(w > 0)) {
@@ -1151,6 +1183,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     uint8_t* ways = rc->index[recent_slot(ip, sp)];
     if (!looked) {
         uint32_t id = recent_find(st, rc, ways, ip, sp, rbp);
+        if (id && hl_unlikely(hl_opt.unwind_check)) // capture_hit left the looking to here
+            check_walk(st, &rc->walks[rc->latest], ip, sp, rbp);
         if (id)
             return id;
     }
@@ -1167,8 +1201,10 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     const last_stack_t* reuse = last->n > 0 ? last : NULL;
     int n;
     // A walk past a cut one that met a frame needing the %rbp it lacked: again, reusing nothing.
-    while (hl_unlikely((n = walk(st, ip, sp, rbp, fresh, reuse, max)) == HL_WALK_AGAIN))
+    while (hl_unlikely((n = walk(st, ip, sp, rbp, fresh, reuse, max)) == HL_WALK_AGAIN)) {
         reuse = NULL;
+        atomic_fetch_add_explicit(&walks_again, 1, memory_order_relaxed);
+    }
     if (n < 0) {
         fresh->n = 0;
         return capture_general(max);
@@ -1176,7 +1212,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     // The last frame's own slot may be unread (the walk stopped at max): matches compare the
     // n - 1 slots that were.
     fresh->n = n;
-    if (hl_unlikely(hl_opt.unwind_check) && reuse)
+    if (hl_unlikely(hl_opt.unwind_check) && fresh->reused_from >= 0)
         check_walk(st, fresh, ip, sp, rbp);
     fresh->id = 0;
     if (fresh->reused_at == 0) // all of it was the previous walk's from one of its frames on
@@ -1212,7 +1248,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
 static inline int capture_hit(hl_thread_t* t, int which, uint32_t* id) {
     unwind_state_t* st = t->unwind_cache;
     uintptr_t ip, sp, rbp;
-    if (hl_unlikely(!st || st->depth < hl_opt.depth || !hl_opt.unwind_cfi ||
+    if (hl_unlikely(!st || st->depth < hl_opt.depth || !hl_opt.unwind_hits ||
                     leave_agent(&ip, &sp, &rbp) != 0))
         return 0;
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);

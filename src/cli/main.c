@@ -524,8 +524,11 @@ int main(int argc, char** argv) {
         printf("heaplens %s\n", HEAPLENS_VERSION);
         return 0;
     }
-    cli_error("unknown command '%s' (run, report, diff, html, memcheck, server, shell, attach, "
-              "detach; see heaplens --help)",
-              argv[1]);
+    char names[256];
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                 commands[i].name);
+    cli_error("unknown command '%s' (%s; see heaplens --help)", argv[1], names);
     return 2;
 }

@@ -356,7 +356,8 @@ fi
 # frame pointers whose stacks come in every order the agent reuses earlier walks in: the same
 # allocation stacks (leak records) and release stacks (double frees), frame by frame.
 # same_stacks CASE NEEDS PROGRAM [ARGS...]: both runs' reports alike, and NEEDS (a Python
-# expression of leaks and doubles, the fast run's) true of the fast one, so the case is there.
+# expression of leak_stacks, doubles and fast, the fast run's) true of the fast one, so the case
+# is there.
 same_stacks() {
     local name=$1 needs=$2
     shift 2
@@ -383,11 +384,11 @@ def view(path):
                                   frames(e.get("release_stack", []))) for e in d["errors"])
     return leaks, errors
 fast, general = view(sys.argv[1]), view(sys.argv[2])
-leaks = [k for k in fast[0]]
+leak_stacks = list(fast[0])
 doubles = [e for e in fast[1].elements() if e[0] == "double_free"]
 if not eval(sys.argv[3]):
     print("the fast run is not what the case needs (%s): %d leak stacks, %d double frees, "
-          "release stacks of %s frames" % (sys.argv[3], len(leaks), len(doubles),
+          "release stacks of %s frames" % (sys.argv[3], len(leak_stacks), len(doubles),
                                            sorted({len(e[3]) for e in doubles})))
 elif fast != general:
     a = [x for x in list(fast[0]) + list(fast[1]) if x not in general[0] and x not in general[1]]
@@ -403,45 +404,55 @@ PY
         fail "$name" "$diff"
     fi
 }
+# 42 double frees: 28 from chain, 14 from tail_releases (depths 7 to 13, twice); each release
+# stack as deep as a release keeps (HL_RELEASE_DEPTH, 12).
 same_stacks unwind_mix \
-    "len(leaks) >= 100 and len(doubles) == 42 and all(len(e[3]) == 12 for e in doubles)" unwind_mix
+    "len(leak_stacks) >= 100 and len(doubles) == 42 and all(len(e[3]) == 12 for e in doubles)" \
+    unwind_mix
 # A walk going on past a cut one, where the %rbp it has is another frame's: 8 lost blocks whose
-# stacks reach main (a walk that took that %rbp ended them at framed).
-same_stacks unwind_guard "sum(n for (size, f), n in fast[0].items() if size == 24) == 8" unwind_guard
+# stacks, cut at the default depth (32 frames, which the case is built for), reach main (a walk
+# that took that %rbp ended them at framed, 31 frames).
+same_stacks unwind_guard \
+    "sum(n for (size, f), n in fast[0].items() if size == 24 and len(f) == 32 and f[-1][0] == 'main') == 8" \
+    unwind_guard
 # Random chains across the release and default depths, three seeds: about 450 leak stacks and
 # 1,600 double frees each, some released by tail calls after cut walks (the agent takes the
 # frames those have and walks on).
 for seed in 1 2 3; do
-    same_stacks "unwind_random_$seed" "len(leaks) >= 300 and len(doubles) >= 1000" \
+    same_stacks "unwind_random_$seed" "len(leak_stacks) >= 300 and len(doubles) >= 1000" \
         unwind_random 20000 "$seed"
 done
 
 # Every stack the unwinder takes from earlier walks (found whole among the recent ones, or with
 # frames copied, or going on past a cut walk) walked again from nothing by the agent itself
-# (the unwind_check setting): none differs, and at least MIN were checked.
-# unwind_checked CASE MIN PROGRAM [ARGS...]
+# (the unwind_check setting): none differs, at least MIN were checked, and at least PAST walks
+# went on past a cut one (checked, or walked again whole for want of %rbp).
+# unwind_checked CASE MIN PAST PROGRAM [ARGS...]
 unwind_checked() {
-    local name=$1 min=$2
-    shift 2
+    local name=$1 min=$2 past=$3
+    shift 3
     export HEAPLENS_UNWIND_CHECK=1
     hl "$name" -- "$@"
     unset HEAPLENS_UNWIND_CHECK
-    local line made differed
+    local line made differed resumed again
     line=$(grep -h "unwind check: [0-9]* stacks" "$D/stderr" | tail -1)
     made=$(sed -n 's/.*unwind check: \([0-9]*\) stacks.*/\1/p' <<<"$line")
-    differed=$(sed -n 's/.*, \([0-9]*\) differed$/\1/p' <<<"$line")
+    differed=$(sed -n 's/.*walked again, \([0-9]*\) differed.*/\1/p' <<<"$line")
+    resumed=$(sed -n 's/.*(\([0-9]*\) had gone on past.*/\1/p' <<<"$line")
+    again=$(sed -n 's/.*; \([0-9]*\) walks past one.*/\1/p' <<<"$line")
     if [ -n "$made" ] && [ "$made" -ge "$min" ] && [ "$differed" = 0 ] &&
+        [ -n "$resumed" ] && [ -n "$again" ] && [ $((resumed + again)) -ge "$past" ] &&
         ! grep -q "they part at" "$D/stderr"; then
-        pass "$name: $made stacks taken from earlier walks, each the same walked anew"
+        pass "$name: $made stacks taken from earlier walks ($resumed past a cut walk, $again more walked whole), each the same walked anew"
     else
-        fail "$name" "expected at least $min checked and none differing: $(grep -h "unwind check" "$D/stderr" | head -3)"
+        fail "$name" "expected at least $min checked, $past past a cut walk, none differing: $(grep -h "unwind check" "$D/stderr" | head -3)"
     fi
 }
-unwind_checked unwind_mix_checked 10000 unwind_mix
-unwind_checked unwind_guard_checked 10 unwind_guard
-unwind_checked unwind_random_checked 150000 unwind_random 20000 4
-unwind_checked stack_shapes_checked 200000 stack_shapes 17
-unwind_checked threads_many_checked 1000000 threads_many
+unwind_checked unwind_mix_checked 10000 30 unwind_mix
+unwind_checked unwind_guard_checked 10 1 unwind_guard
+unwind_checked unwind_random_checked 140000 10000 unwind_random 20000 4
+unwind_checked stack_shapes_checked 200000 0 stack_shapes 17
+unwind_checked threads_many_checked 1000000 0 threads_many
 
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0

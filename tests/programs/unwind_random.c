@@ -1,7 +1,7 @@
-// unwind_random: call chains of random depth (3 to 42 frames, across the 12 frames a release
-// keeps and the 32 of the default depth) through four kinds of frame in random order: plain
-// ones, ones whose CFA comes from %rbp (alloca), ones that use %rbp as an ordinary register,
-// and tail calls (no frame of their own). At each leaf, blocks are made and released in random
+// unwind_random: call chains of random depth (3 to 42 levels of one or two frames each, across
+// the 12 frames a release keeps and the 32 of the default depth) through four kinds of frame in
+// random order: plain ones, ones whose CFA comes from %rbp (alloca), ones that use %rbp as an
+// ordinary register, and tail calls (no frame of their own). At each leaf, blocks are made and released in random
 // patterns (releases after releases, tail-called releases one frame shallower than the one
 // before), some freed twice (the report names their first release) and some kept to the end.
 // Then a tree torn down by recursion, its frees after frees. Built without frame pointers:
