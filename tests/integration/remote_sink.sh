@@ -58,8 +58,8 @@ print(t["allocations"], t["frees"], t["bytes_allocated"], t["in_use_bytes"], t["
       d["trace_complete"], d["scanned"])'
 }
 
-traced() { # PROG OUTPUT_TEMPLATE [REMOTE]: the program under the agent, its stdout and status
-    HEAPLENS_OUTPUT="$2" HEAPLENS_REMOTE="${3:-}" LD_PRELOAD="$AGENT" "$PROGS/$1"
+traced() { # PROG OUTPUT_TEMPLATE [REMOTE [ARGS...]]: the program under the agent, its stdout and status
+    HEAPLENS_OUTPUT="$2" HEAPLENS_REMOTE="${3:-}" LD_PRELOAD="$AGENT" "$PROGS/$1" "${@:4}"
 }
 
 # The file trace of each program, for comparison.
@@ -110,14 +110,29 @@ done
 # agrees with the file trace from there on (churn_random frees everything: nothing in use at
 # the end, whatever the moment of the switch; threads_churn leaks 16 blocks). Single- and
 # multi-threaded.
-# threads_churn's whole trace is 2 KiB: its collector leaves after 256 bytes.
+# threads_churn's whole trace is 2 KiB: its collector leaves after 256 bytes, and its phase 2
+# (16 threads, each leaking a block) begins only once the agent has said it switched to the local
+# file (a cue file; the agent's samples keep it writing while the program waits): on a loaded
+# machine the writer may send phase 1 only at the end, and nothing would be left to go there.
 for prog_keep in churn_random:2048 threads_churn:256; do
     prog=${prog_keep%:*}
     rm -f "$D/gone.hl" "$D"/gone.remote.*
     [ -e "$D/$prog.file.hl" ] || { traced $prog "$D/$prog.file.hl" >"$D/$prog.native.out" 2>/dev/null; echo $? >"$D/$prog.native.status"; }
     collector "unix:$D/gone.$prog.sock" "$D/gone.remote.hl" "${prog_keep#*:}"
-    traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" >"$D/out" 2>"$D/err"
-    status=$?
+    if [ "$prog" = threads_churn ]; then
+        gone=$!
+        rm -rf "$D/cue" && mkdir "$D/cue"
+        traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" "$D/cue" >"$D/out" 2>"$D/err" &
+        run=$!
+        wait "$gone"
+        for _ in $(seq 600); do grep -q "went away" "$D/err" && break; sleep 0.05; done
+        touch "$D/cue/go"
+        wait "$run"
+        status=$?
+    else
+        traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" >"$D/out" 2>"$D/err"
+        status=$?
+    fi
     wait
     read -r -a got <<<"$(totals "$D/gone.hl")"
     read -r -a want <<<"$(totals "$D/$prog.file.hl")"
@@ -126,7 +141,8 @@ for prog_keep in churn_random:2048 threads_churn:256; do
     elif [ "$(grep -c . "$D/err")" != 1 ] || ! grep -q "the collector unix:$D/gone.$prog.sock went away (.*): tracing to $D/gone.hl instead" "$D/err"; then
         fail "collector gone, $prog: one line naming the local file" "$(cat "$D/err")"
     elif [ "${#got[@]}" != 10 ] || [ "${got[3]}" != "${want[3]}" ] || [ "${got[4]}" != "${want[4]}" ] ||
-         [ "${got[8]}" != True ] || [ "${got[0]}" -ge "${want[0]}" ] || [ "${got[0]}" -le 0 ]; then
+         [ "${got[8]}" != True ] || [ "${got[0]}" -ge "${want[0]}" ] || [ "${got[0]}" -le 0 ] ||
+         { [ "$prog" = threads_churn ] && [ "${got[0]}" -lt 16 ]; }; then
         fail "collector gone, $prog: the local trace goes on from the switch" "${got[*]} / ${want[*]}"
     else
         pass "collector gone mid-run, $prog: one line, the local trace holds the rest (${got[0]} of ${want[0]} allocations; in use at the end ${got[3]} B in ${got[4]} blocks, as in the file trace)"

@@ -6,6 +6,9 @@
 //            one 10-byte block in short_lived_leak.
 // calls.malloc = 8 * 20500 + 16 = 164016; calls.free = 8 * 20500 = 164000.
 // Lost: 16 blocks, 160 B, all in short_lived_leak.
+// Usage: threads_churn [DIR]: with DIR, phase 2 begins once DIR/go exists (remote_sink.sh sends
+// the agent's trace to a collector that leaves in between, so that phase 2 is traced after the
+// switch to a local file however late the writer sent phase 1 on a loaded machine).
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -66,7 +69,15 @@ static void* short_lived(void* arg) {
     return NULL;
 }
 
-int main(void) {
+// Until DIR/go exists, at most HL_CUE_WAIT_MS (then on anyway: the test that waits fails).
+#define HL_CUE_WAIT_MS 30000
+static void wait_for_go(const char* dir) {
+    struct timespec ms = {0, 1000000L};
+    for (int waited = 0; waited < HL_CUE_WAIT_MS && !dir_has(dir, "go"); waited++)
+        nanosleep(&ms, NULL);
+}
+
+int main(int argc, char** argv) {
     pthread_t t[WORKERS];
     pthread_barrier_init(&barrier, NULL, WORKERS);
     for (long i = 0; i < WORKERS; i++)
@@ -74,6 +85,8 @@ int main(void) {
             return 2;
     for (int i = 0; i < WORKERS; i++)
         pthread_join(t[i], NULL);
+    if (argc > 1)
+        wait_for_go(argv[1]);
     for (int i = 0; i < SHORT_LIVED; i++) {
         pthread_t s;
         if (pthread_create(&s, NULL, short_lived, NULL) != 0)
