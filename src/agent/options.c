@@ -373,6 +373,21 @@ void options_checking_off(void) {
     hl_opt.checking = 0;
 }
 
+// What follows from the settings read, once they all are (at start, and for a session's own).
+static void derive_options(void) {
+    checking_load();
+    // Guards must keep the real block's alignment: round to the pointer size.
+    hl_opt.guard = (hl_opt.guard + 7) & ~7;
+    // Without guards the allocator's layout stays untouched: no headers either; nor with
+    // checking, whose blocks have their red zone where a header would be.
+    hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
+    // With unwind_check every found stack goes through capture(), which checks it: the hot
+    // path tests nothing more.
+    hl_opt.unwind_hits = hl_opt.unwind_cfi && !hl_opt.unwind_check;
+    if (!hl_opt.output[0])
+        strcpy(hl_opt.output, "heaplens.%e.%p.hl");
+}
+
 // The settings as the agent was built, for a session that sets its own (attach).
 static hl_options_t built_in;
 static int has_built_in;
@@ -385,12 +400,7 @@ void options_load_string(const char* s) {
     hl_opt = built_in;
     header_min = HL_HEADER_MIN_DEFAULT;
     parse_options_var(s);
-    checking_load();
-    hl_opt.guard = (hl_opt.guard + 7) & ~7;
-    hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
-    hl_opt.unwind_hits = hl_opt.unwind_cfi && !hl_opt.unwind_check;
-    if (!hl_opt.output[0])
-        strcpy(hl_opt.output, "heaplens.%e.%p.hl");
+    derive_options();
 }
 
 void options_load(void) {
@@ -402,17 +412,7 @@ void options_load(void) {
     const char* all = getenv(OPTIONS_VAR);
     if (all)
         parse_options_var(all);
-    checking_load();
-    // Guards must keep the real block's alignment: round to the pointer size.
-    hl_opt.guard = (hl_opt.guard + 7) & ~7;
-    // Without guards the allocator's layout stays untouched: no headers either; nor with
-    // checking, whose blocks have their red zone where a header would be.
-    hl_opt.header_min = hl_opt.guard && !hl_opt.checking ? (size_t)header_min : SIZE_MAX;
-    // With unwind_check every found stack goes through capture(), which checks it: the hot
-    // path tests nothing more.
-    hl_opt.unwind_hits = hl_opt.unwind_cfi && !hl_opt.unwind_check;
-    if (!hl_opt.output[0])
-        strcpy(hl_opt.output, "heaplens.%e.%p.hl");
+    derive_options();
     if (hl_opt.no_follow)
         scrub_environ();
 }

@@ -1203,7 +1203,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     // A walk past a cut one that met a frame needing the %rbp it lacked: again, reusing nothing.
     while (hl_unlikely((n = walk(st, ip, sp, rbp, fresh, reuse, max)) == HL_WALK_AGAIN)) {
         reuse = NULL;
-        atomic_fetch_add_explicit(&walks_again, 1, memory_order_relaxed);
+        if (hl_unlikely(hl_opt.unwind_check)) // a shared counter: only for the check's line
+            atomic_fetch_add_explicit(&walks_again, 1, memory_order_relaxed);
     }
     if (n < 0) {
         fresh->n = 0;
@@ -1243,7 +1244,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
 
 // The very stack of a recent call, apart from capture(), whose walk keeps every register busy:
 // most calls of most programs (sqlite3: 96%, tree.c: all) pay none of its spills and saved
-// registers, only recent_find's own (five; inlined here, sqlite3 was 4% slower). 1 and *id: found; 2: looked in vain, capture() walks; 0: capture() must look itself
+// registers, only recent_find's own (five; inlined here, sqlite3 was 4% slower). 1 and *id:
+// found; 2: looked in vain, capture() walks; 0: capture() must look itself
 // (no state yet, new generation, or the general unwinder).
 static inline int capture_hit(hl_thread_t* t, int which, uint32_t* id) {
     unwind_state_t* st = t->unwind_cache;

@@ -526,7 +526,7 @@ int main(int argc, char** argv) {
     }
     char names[256];
     size_t used = 0;
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    for (size_t i = 0; i < sizeof commands / sizeof *commands && used < sizeof names; i++)
         used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
                                  commands[i].name);
     cli_error("unknown command '%s' (%s; see heaplens --help)", argv[1], names);
