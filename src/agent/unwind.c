@@ -814,6 +814,23 @@ static inline int tail_still_same(const last_stack_t* last, uintptr_t rbp) {
 // tail's own, moved to their new place (their words and values are the same), so a capture
 // that reuses the outer frames of a stack with a frame pointer near its root costs the frames
 // it walked, not the whole depth.
+// The checks of tail's frames from j on, after the c checks w has, moved to w's frames from
+// `walked` on, up to its outermost frame (`frames` - 1) if the walk was cut there; the count.
+static int tail_checks(last_stack_t* w, int c, int walked, int frames, const last_stack_t* tail,
+                       int j) {
+    int i = tail->nchecks;
+    while (i > 0 && tail->checks[i - 1].frame >= j)
+        i--;
+    for (; i < tail->nchecks; i++) {
+        int k = tail->checks[i].frame - j + walked;
+        if (k >= frames - 1) // the outermost frame here (the walk was cut): nothing above
+            break;
+        w->checks[c] = tail->checks[i];
+        w->checks[c++].frame = k;
+    }
+    return c;
+}
+
 static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, int rbp_last,
                        const last_stack_t* tail, int j) {
     int need_next = need_above;
@@ -847,19 +864,17 @@ static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, 
             w->checks[c++].frame = k;
         }
     }
-    if (tail) {
-        int i = tail->nchecks;
-        while (i > 0 && tail->checks[i - 1].frame >= j)
-            i--;
-        for (; i < tail->nchecks; i++) {
-            int k = tail->checks[i].frame - j + walked;
-            if (k >= frames - 1) // the outermost frame here (the walk was cut): nothing above
-                break;
-            w->checks[c] = tail->checks[i];
-            w->checks[c++].frame = k;
-        }
-    }
-    w->nchecks = c;
+    w->nchecks = tail ? tail_checks(w, c, walked, frames, tail, j) : c;
+}
+
+// settle_rbp for a walk whose walked frames depend on no %rbp, nor does the first frame copied
+// from tail: none of them has anything to check, and the copied frames keep theirs (a stack with
+// a frame pointer near its root, as most of gcc's: its every walk copies such frames).
+static void settle_rbp_copied(last_stack_t* w, int walked, int frames, int rbp_last,
+                              const last_stack_t* tail, int j) {
+    memset(w->needs, 0, (size_t)walked);
+    w->rbp_last = rbp_last;
+    w->nchecks = tail_checks(w, 0, walked, frames, tail, j);
 }
 
 static HL_NOINLINE HL_COLD rule_t rule_miss(cache_entry_t* set, fde_resumes_t* resumes,
@@ -915,9 +930,11 @@ static int end_with_tail(last_stack_t* out, int n, const last_stack_t* last, int
         memcpy(&out->needs[n], &last->needs[j], m);
         above = n + (upto - j);
     }
-    if (hl_unlikely(any_rbp || above >= 0))
+    if (hl_unlikely(any_rbp || (above >= 0 && last->needs[j])))
         settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
                    above >= 0 ? last : NULL, j);
+    else if (hl_unlikely(above >= 0))
+        settle_rbp_copied(out, n, n + take, above, last, j);
     out->is_complete = last->is_complete && take == last_n - j;
     out->reused_at = take == last_n - j ? n : -1; // the whole tail, or no use
     out->reused_from = j;
