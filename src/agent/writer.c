@@ -236,7 +236,7 @@ static int stack_mark_emitted(uint32_t id) {
 
 // Emits the FRAME records a stack id needs: its node and every ancestor not yet written,
 // outermost first, so the reader always knows a node's parent before the node.
-static void ensure_stack(uint32_t id) {
+static HL_NOINLINE void emit_stack(uint32_t id) {
     uint32_t chain[HL_MAX_DEPTH + 1];
     int n = 0;
     while (id && !stack_is_emitted(id) && n <= HL_MAX_DEPTH) {
@@ -260,6 +260,13 @@ static void ensure_stack(uint32_t id) {
         enc.last_ip = ip;
         enc.last_stack = chain[n];
     }
+}
+
+// Most events name a stack already in the trace: that test, without emit_stack's frame (its
+// 1 KiB array of ids) on every ALLOC.
+static inline void ensure_stack(uint32_t id) {
+    if (id && !stack_is_emitted(id))
+        emit_stack(id);
 }
 
 static void ensure_thread(uint32_t index, int tid) {
