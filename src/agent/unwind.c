@@ -807,13 +807,6 @@ static inline int tail_still_same(const last_stack_t* last, uintptr_t rbp) {
     return 1;
 }
 
-// After a walk: which %rbp values its CFAs depend on, from the outermost frame in. Frames
-// [0, walked) were walked; the ones above came from frames [j, ...) of the walk `tail` with their
-// own flags, the first of them needing %rbp when need_above, the outermost check among them at
-// rbp_last. The walked frames' checks are made from what they read; the copied frames' are
-// tail's own, moved to their new place (their words and values are the same), so a capture
-// that reuses the outer frames of a stack with a frame pointer near its root costs the frames
-// it walked, not the whole depth.
 // The checks of tail's frames from j on, after the c checks w has, moved to w's frames from
 // `walked` on, up to its outermost frame (`frames` - 1) if the walk was cut there; the count.
 static int tail_checks(last_stack_t* w, int c, int walked, int frames, const last_stack_t* tail,
@@ -831,6 +824,13 @@ static int tail_checks(last_stack_t* w, int c, int walked, int frames, const las
     return c;
 }
 
+// After a walk: which %rbp values its CFAs depend on, from the outermost frame in. Frames
+// [0, walked) were walked; the ones above came from frames [j, ...) of the walk `tail` with their
+// own flags, the first of them needing %rbp when need_above, the outermost check among them at
+// rbp_last. The walked frames' checks are made from what they read; the copied frames' are
+// tail's own, moved to their new place (their words and values are the same), so a capture
+// that reuses the outer frames of a stack with a frame pointer near its root costs the frames
+// it walked, not the whole depth.
 static void settle_rbp(last_stack_t* w, int walked, int frames, int need_above, int rbp_last,
                        const last_stack_t* tail, int j) {
     int need_next = need_above;
