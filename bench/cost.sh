@@ -30,9 +30,9 @@ for b in "$A" "$B"; do
     [ -r "$b/libheaplens.so" ] && [ -x "$b/heaplens" ] || { echo "cost.sh: no agent in $b" >&2; exit 2; }
 done
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh" # NOFP
 W=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-cost.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-NOFP="-O2 -g -fomit-frame-pointer"
 gcc $NOFP -o "$W/tree" "$here/tree.c" && g++ $NOFP -o "$W/cxx" "$here/cxx.cc" &&
     gcc $NOFP -o "$W/churn_unique" "$here/churn_unique.c" || exit 1
 python3 "$here/gen_c.py" 3000 >"$W/cc1_3k.c" && python3 "$here/gen_sql.py" 20000 >"$W/sql_20k.sql" || exit 1
