@@ -930,9 +930,9 @@ static int end_with_tail(last_stack_t* out, int n, const last_stack_t* last, int
         memcpy(&out->needs[n], &last->needs[j], m);
         above = n + (upto - j);
     }
-    if (hl_unlikely(any_rbp || (above >= 0 && last->needs[j])))
-        settle_rbp(out, n, n + take, above >= 0 && last->needs[j], above,
-                   above >= 0 ? last : NULL, j);
+    int need_above = above >= 0 && last->needs[j];
+    if (hl_unlikely(any_rbp || need_above))
+        settle_rbp(out, n, n + take, need_above, above, above >= 0 ? last : NULL, j);
     else if (hl_unlikely(above >= 0))
         settle_rbp_copied(out, n, n + take, above, last, j);
     out->is_complete = last->is_complete && take == last_n - j;
