@@ -19,7 +19,7 @@ HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_json_stacks test_agent_core \
-              test_epoch test_gsites test_pagemap test_addr_sort test_sites
+              test_epoch test_gsites test_pagemap test_addr_sort test_sites test_chunk
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -145,6 +145,11 @@ GSITES_TEST_SRC := src/agent/gsites.c src/agent/stacks.c src/agent/os.c src/agen
 $(BUILD)/tests/test_gsites: tests/unit/test_gsites.c $(GSITES_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_gsites.c $(GSITES_TEST_SRC) -lpthread
+# chunk.c with what it needs, its chunks read back by zstd's decoder as the analyzer's reader does.
+CHUNK_TEST_SRC := src/agent/chunk.c src/agent/os.c src/agent/log.c
+$(BUILD)/tests/test_chunk: tests/unit/test_chunk.c $(CHUNK_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_chunk.c $(CHUNK_TEST_SRC) $(AGENT_ZSTD) -lpthread
 $(BUILD)/tests/test_varint: tests/unit/test_varint.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ $<

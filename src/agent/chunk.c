@@ -41,6 +41,19 @@
 #define HL_ZSTD_SMALL_WINDOW_LOG 17
 #define HL_ZSTD_SMALL_HASH_LOG 10 // 1024 entries of 4 bytes: one page
 #define HL_SMALL_FRAME_RAW (1u << 20)
+// Before that, the first HL_STORED_RAW bytes of a stream are not compressed at all: each chunk
+// of them is one zstd frame of one raw block (stored_*, below), written here without zstd. Most
+// processes of a build or a shell script write less than that in all (a shell's child before its
+// exec writes 16 KiB: the blocks it inherited and their stacks; a small program 0.5 KiB), and
+// never create a compression context: none of zstd's code is paged in (264 KiB of the agent's
+// text), none of its memory is cleared, and a fork child copies none of its parent's (zstd's
+// code and pages were a tenth of the page faults a traced bash's children took). What it costs
+// is at most HL_STORED_RAW bytes of the trace not compressed, once.
+#define HL_STORED_RAW (32u << 10)
+#define ZSTD_FRAME_MAGIC 0xFD2FB528u
+#define ZSTD_BLOCK_HEADER 3
+#define ZSTD_RAW_BLOCK_MAX (128u << 10) // a block's largest size, and the stored frames' window
+#define ZSTD_STORED_FRAME_HEADER 6      // magic, descriptor (no sizes, no checksum), window
 
 static ZSTD_CCtx* cctx;
 static int has_failed;
@@ -57,6 +70,9 @@ static int fallback_is_long, fallback_log; // the frame before a larger one, whi
 static int may_fall_back;       // the frame just set is larger, and no byte went into it yet
 static size_t frame_raw;        // raw bytes fed into the frame being written
 static hl_checksum_t chunk_sum; // of those bytes
+static int is_stored = 1;   // the stream is still in its stored frames (HL_STORED_RAW)
+static size_t stored_raw;   // raw bytes the stream has had in them
+static size_t stored_block; // where the open chunk's last raw block starts, 0: no stored frame
 
 // zstd 1.5 lays its compression workspace out as its objects, the match tables and the
 // long-distance matcher's table (512 KiB for an 8 MiB window, an eighth of that for 1 MiB), then
@@ -211,6 +227,55 @@ static int stream(const uint8_t* raw, size_t len, ZSTD_EndDirective mode) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Stored frames: zstd's frame format with one raw block (RFC 8878, 3.1.1), which any zstd
+// decoder reads as the rest of the stream. One per chunk, ended with it: a chunk always ends a
+// frame, and the next chunk starts one, stored or zstd's.
+// ---------------------------------------------------------------------------------------------
+static void put_u24(uint8_t* p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+}
+// Block header: last block (bit 0), type (bits 1-2, 0: raw), size (bits 3-23).
+static uint32_t block_header(size_t size, int is_last) {
+    return (uint32_t)size << 3 | (uint32_t)(is_last != 0);
+}
+static uint32_t block_size(const uint8_t* header) {
+    return ((uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16) >> 3;
+}
+
+// Appends raw to the open chunk's stored frame, begun if need be: one raw block, which grows.
+_Static_assert(HL_STORED_RAW <= ZSTD_RAW_BLOCK_MAX, "a stream's stored bytes fit one block");
+static int stored_put(const uint8_t* raw, size_t len) {
+    if (out_reserve(ZSTD_STORED_FRAME_HEADER + ZSTD_BLOCK_HEADER + len) != 0)
+        return fail_stream();
+    uint8_t* payload = out_buf + HL_CHUNK_HEADER_SIZE;
+    if (!stored_block) {
+        put_u32(payload + out_len, ZSTD_FRAME_MAGIC);
+        payload[out_len + 4] = 0; // descriptor: no content size, no checksum, no dictionary
+        payload[out_len + 5] = (uint8_t)((HL_ZSTD_SMALL_WINDOW_LOG - 10) << 3); // window
+        out_len += ZSTD_STORED_FRAME_HEADER;
+        stored_block = out_len;
+        put_u24(payload + out_len, block_header(0, 0));
+        out_len += ZSTD_BLOCK_HEADER;
+    }
+    memcpy(payload + out_len, raw, len);
+    out_len += len;
+    uint8_t* header = payload + stored_block;
+    put_u24(header, block_header(block_size(header) + len, 0));
+    return 0;
+}
+
+// Ends the open chunk's stored frame: its last block says so.
+static void stored_end(void) {
+    if (!stored_block)
+        return;
+    uint8_t* header = out_buf + HL_CHUNK_HEADER_SIZE + stored_block;
+    put_u24(header, block_header(block_size(header), 1));
+    stored_block = 0;
+}
+
 int chunk_feed(const uint8_t* raw, size_t len) {
     if (has_failed)
         return -1;
@@ -218,11 +283,36 @@ int chunk_feed(const uint8_t* raw, size_t len) {
         return 0;
     if (chunk_raw == 0)
         hl_checksum_init(&chunk_sum);
+    if (is_stored && stored_raw + len > HL_STORED_RAW) {
+        stored_end(); // zstd's first frame follows it in the same chunk
+        is_stored = 0;
+    }
+    if (is_stored) {
+        if (stored_put(raw, len) != 0)
+            return -1;
+        stored_raw += len;
+        hl_checksum_update(&chunk_sum, raw, len);
+        chunk_raw += len;
+        return 0;
+    }
     if (stream(raw, len, ZSTD_e_continue) != 0)
         return -1;
     hl_checksum_update(&chunk_sum, raw, len);
     chunk_raw += len;
     frame_raw += len;
+    return 0;
+}
+
+// The open chunk's header, and the chunk handed out.
+static int chunk_done(const uint8_t** out, size_t* len) {
+    put_u32(out_buf, HL_CHUNK_MAGIC);
+    put_u32(out_buf + 4, (uint32_t)out_len);
+    put_u32(out_buf + 8, (uint32_t)chunk_raw);
+    put_u32(out_buf + 12, hl_checksum_final(&chunk_sum));
+    *out = out_buf;
+    *len = out_len + HL_CHUNK_HEADER_SIZE;
+    out_len = 0;
+    chunk_raw = 0;
     return 0;
 }
 
@@ -233,6 +323,10 @@ int chunk_end(const uint8_t** out, size_t* len) {
         return -1;
     if (chunk_raw == 0)
         return 0;
+    if (is_stored) {
+        stored_end();
+        return chunk_done(out, len);
+    }
     // The small first frame ends with the chunk that takes it past HL_SMALL_FRAME_RAW; a long
     // one when the program has grown enough for a larger window.
     int next_log = window_log, ends_frame = 0;
@@ -261,15 +355,7 @@ int chunk_end(const uint8_t** out, size_t* len) {
         may_fall_back = 1;
     }
 
-    put_u32(out_buf, HL_CHUNK_MAGIC);
-    put_u32(out_buf + 4, (uint32_t)out_len);
-    put_u32(out_buf + 8, (uint32_t)chunk_raw);
-    put_u32(out_buf + 12, hl_checksum_final(&chunk_sum));
-    *out = out_buf;
-    *len = out_len + HL_CHUNK_HEADER_SIZE;
-    out_len = 0;
-    chunk_raw = 0;
-    return 0;
+    return chunk_done(out, len);
 }
 
 void chunk_release_window(void) {
@@ -291,4 +377,7 @@ void chunk_restart_stream(void) {
     out_len = 0;
     chunk_raw = 0;
     has_failed = 0;
+    is_stored = 1;
+    stored_raw = 0;
+    stored_block = 0;
 }

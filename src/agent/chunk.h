@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // chunk.h - a trace's bytes as they leave the agent (chunk.c): the file header, then chunks,
-// each the flushed part of one zstd stream with a header (magic, sizes, checksum; format.h).
+// each the flushed part of one zstd stream with a header (magic, sizes, checksum; format.h);
+// the stream's first bytes in frames of one raw block, written without zstd.
 // Where the bytes go is the sink's business (sink.h), not this file's.
 #ifndef HL_CHUNK_H
 #define HL_CHUNK_H

@@ -18,7 +18,10 @@
 // The chunks of one file are the consecutive flushed parts of ONE zstd stream: a few frames one
 // after the other (each larger window the writer takes starts a new one at a chunk's start, and
 // so does the small one it takes for the exit scan's records once it gives the long one back; the
-// last frame ends when the trace is closed, and a trace cut short has no frame end). Each chunk
+// last frame ends when the trace is closed, and a trace cut short has no frame end). The
+// stream's first 32 KiB of records are not compressed: each chunk of them is a whole frame of
+// one raw block (the short processes of a build never start a compressor), and the first
+// compressed frame starts where they end, in the chunk that passes them. Each chunk
 // decompresses to exactly raw_len bytes with the same decompression context, given every chunk
 // before it. This
 // is what lets zstd find a program's repeating patterns across chunks (a loop of 500 KiB of
