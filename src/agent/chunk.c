@@ -47,8 +47,10 @@
 // exec writes 16 KiB: the blocks it inherited and their stacks; a small program 0.5 KiB), and
 // never create a compression context: none of zstd's code is paged in (264 KiB of the agent's
 // text), none of its memory is cleared, and a fork child copies none of its parent's (zstd's
-// code and pages were a tenth of the page faults a traced bash's children took). What it costs
-// is at most HL_STORED_RAW bytes of the trace not compressed, once.
+// code and pages were a tenth of the page faults a traced bash's children took). A traced bash
+// running 200 programs: paired 0.894, 8% fewer page faults; a small program's peak RSS 2.1 ->
+// 1.9 MiB. What it costs is at most HL_STORED_RAW bytes of the trace not compressed, once (the
+// trace of a shell's child: 7.7 -> 16 KB).
 #define HL_STORED_RAW (32u << 10)
 #define ZSTD_FRAME_MAGIC 0xFD2FB528u
 #define ZSTD_BLOCK_HEADER 3
