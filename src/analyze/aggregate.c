@@ -297,18 +297,14 @@ static inline int in_window(const aggregate_t* a, int64_t t) {
 // caller of every caller) than stacks that allocate.
 static HL_NOINLINE ag_site_t* site_new(pass_t* p, size_t id) {
     aggregate_t* a = p->a;
-    if (a->nsites == a->sites_cap) {
-        size_t cap = a->sites_cap ? a->sites_cap * 2 : 1024;
-        ag_site_t* fresh = realloc(a->sites, cap * sizeof *fresh);
-        if (!fresh) {
-            p->failed = 1;
-            return &p->spare;
-        }
-        a->sites = fresh;
-        a->sites_cap = cap;
+    ag_site_t* fresh = md_grow_used(a->sites, &a->sites_cap, a->nsites, a->nsites + 1,
+                                    sizeof *fresh); // the new site zeroed
+    if (!fresh) {
+        p->failed = 1;
+        return &p->spare;
     }
+    a->sites = fresh;
     ag_site_t* s = &a->sites[a->nsites];
-    memset(s, 0, sizeof *s);
     s->stack = (uint32_t)id;
     s->epoch = epoch_now(p);
     s->is_kept = 1;

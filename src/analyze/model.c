@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../common/compiler.h"
 #include "leaks.h"
@@ -90,10 +91,30 @@ static void* grow_to(void* p, size_t* cap, size_t need, size_t elem) {
     return fresh;
 }
 
+// A large array fills a page at a time, and each new page was a fault (a trace of 6 million
+// distinct stacks: 130,000 faults in the HTML page's pass alone). When its used part enters a
+// new stretch of MD_POPULATE_STEP, that stretch (as far as the capacity goes) is made present
+// in one call; the kernel clears the pages as the faults would have.
+#define MD_POPULATE_STEP ((size_t)2 << 20)
+#define MD_PAGE ((uintptr_t)4096)
+static void populate_ahead(char* base, size_t from, size_t to, size_t cap_bytes) {
+    size_t step = (to - 1) / MD_POPULATE_STEP;
+    if (cap_bytes < 2 * MD_POPULATE_STEP || (from && (from - 1) / MD_POPULATE_STEP == step))
+        return;
+    uintptr_t lo = ((uintptr_t)base + step * MD_POPULATE_STEP + MD_PAGE - 1) & ~(MD_PAGE - 1);
+    size_t end = (step + 1) * MD_POPULATE_STEP < cap_bytes ? (step + 1) * MD_POPULATE_STEP
+                                                          : cap_bytes;
+    uintptr_t hi = ((uintptr_t)base + end) & ~(MD_PAGE - 1);
+    if (hi > lo)
+        madvise((void*)lo, hi - lo, MADV_POPULATE_WRITE); // a hint: without it, faults
+}
+
 void* md_grow_used(void* p, size_t* cap, size_t used, size_t need, size_t elem) {
     void* fresh = grow_to(p, cap, need, elem);
-    if (fresh && need > used)
+    if (fresh && need > used) {
+        populate_ahead(fresh, used * elem, need * elem, *cap * elem);
         memset((char*)fresh + used * elem, 0, (need - used) * elem);
+    }
     return fresh;
 }
 
