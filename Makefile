@@ -181,7 +181,8 @@ $(BUILD)/programs/%: tests/programs/%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fno-omit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread -ldl
 # Built without frame pointers: their stacks are the agent's own unwinder's work (CFI rules).
-$(BUILD)/programs/unwind_mix $(BUILD)/programs/unwind_random $(BUILD)/programs/unwind_guard: $(BUILD)/programs/unwind_%: tests/programs/unwind_%.c tests/programs/common.h
+$(BUILD)/programs/unwind_mix $(BUILD)/programs/unwind_random $(BUILD)/programs/unwind_guard \
+  $(BUILD)/programs/unwind_sites: $(BUILD)/programs/unwind_%: tests/programs/unwind_%.c tests/programs/common.h
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -fomit-frame-pointer -fno-inline-small-functions -Wno-unused-result -o $@ $< -pthread
 $(BUILD)/programs/%: tests/programs/%.cc tests/programs/common.h

@@ -164,9 +164,17 @@ typedef struct cache_entry_s {
 // 10,000 return addresses, and with one way a slot two thirds of them were worked out again after
 // another took their slot (cc1 -g -O2 on an 8,800-line file: 32,000 rules worked out for 9,600
 // addresses; 10,400 with four).
-#define HL_RULE_CACHE 16384 // entries per thread: 256 KiB
+#define HL_RULE_CACHE 16384 // entries per thread at most: 256 KiB
 #define HL_RULE_WAYS 4
-#define HL_RULE_SETS (HL_RULE_CACHE / HL_RULE_WAYS)
+// The cache starts at HL_RULE_CACHE_FIRST entries and grows HL_RULE_CACHE_GROWTH times at a
+// step, up to HL_RULE_CACHE, once it has worked out rules for half as many addresses as it
+// holds since it last grew (rule_grow). Rules land on the table's pages at random: a program
+// that walks a few hundred return addresses (sleep, ls, a shell, a compiler's driver) made
+// every page of a 256 KiB table present. With the small first table their peak RSS is 130-250
+// KB less (cxx's 0.3 MB less), and cc1, which grows it to the largest, runs 0.4% more
+// instructions in the agent (the rules worked out again while the table was smaller).
+#define HL_RULE_CACHE_FIRST 1024 // 16 KiB
+#define HL_RULE_CACHE_GROWTH 4
 
 // libgcc finds the FDE covering an address (through the loader's eh_frame_hdr tables).
 struct dwarf_eh_bases {
@@ -604,10 +612,14 @@ void unwind_code_unloaded(void) {
 }
 
 typedef struct unwind_state_s {
-    cache_entry_t rules[HL_RULE_CACHE];
+    cache_entry_t first_rules[HL_RULE_CACHE_FIRST]; // the rules' first table (page-aligned)
     fde_resumes_t resumes; // what the rules were worked out from (forgotten with them)
     recent_t recent[2];
     last_stack_t* check;   // unwind_check's walk anew (made at its first use)
+    // Beside what every capture reads (seq, generation): one cache line for all of them.
+    cache_entry_t* rules;   // the rules' table: first_rules, or one rule_grow made
+    uint32_t rule_set_mask; // its sets less one
+    uint32_t rule_misses;   // rules it has worked out since it was made
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
@@ -619,9 +631,10 @@ typedef struct unwind_state_s {
 // nearly all of its state (rules land on pages at random, new walks take the slots in turn):
 // the rest is made present in one call then, instead of a fault a page (about 160 in every
 // short compiler process, a third of what tracing adds to its page faults, 0.1-0.2 ms), for up
-// to 0.3 MiB more of a small program's memory. The threads of a threaded program keep only the
-// pages they touch: 32 threads allocating a thousand times each were a third slower with theirs
-// made present, and took 3 MiB more.
+// to 0.25 MiB more of a small program's memory (the rules' first table with the walks; a larger
+// table is made present when it is made). The threads of a threaded program keep only the pages
+// they touch: 32 threads allocating a thousand times each were a third slower with theirs made
+// present, and took 3 MiB more.
 #define HL_STATE_POPULATE_AT 8
 
 // One walk's arrays, for `depth` frames (walk_lay_out's order), to a cache line.
@@ -659,6 +672,8 @@ static unwind_state_t* state_make(int depth) {
     if (!st)
         return NULL;
     st->depth = depth;
+    st->rules = st->first_rules;
+    st->rule_set_mask = HL_RULE_CACHE_FIRST / HL_RULE_WAYS - 1;
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
         for (int k = 0; k < HL_RECENT; k++, at += each)
@@ -877,16 +892,58 @@ static void settle_rbp_copied(last_stack_t* w, int walked, int frames, int rbp_l
     w->nchecks = tail_checks(w, 0, walked, frames, tail, j);
 }
 
-static HL_NOINLINE HL_COLD rule_t rule_miss(cache_entry_t* set, fde_resumes_t* resumes,
+// The largest table any thread's rules grew to (unwind_check's report says it).
+static _Atomic unsigned rule_entries_max = HL_RULE_CACHE_FIRST;
+
+static inline cache_entry_t* rule_set(cache_entry_t* rules, uint32_t set_mask, uintptr_t ip) {
+    return &rules[(((ip >> 2) ^ (ip >> 13)) & set_mask) * HL_RULE_WAYS];
+}
+
+// The rules' table made HL_RULE_CACHE_GROWTH times larger, what it held moved in (each set's
+// ways in their order, the one used last first). The old table is given back but stays mapped:
+// a state may be shared by a clone(CLONE_VM) child walking in it, which then only misses there.
+// Without the memory, the table stays as it is.
+static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
+    uint32_t sets = st->rule_set_mask + 1, more = sets * HL_RULE_CACHE_GROWTH;
+    size_t bytes = (size_t)more * HL_RULE_WAYS * sizeof(cache_entry_t);
+    // A process single-threaded, whose state was made present whole, would touch every page of
+    // the new table too (rules land at random): made present in one call.
+    cache_entry_t* fresh = st->is_populated && __libc_single_threaded ? os_map_dense(bytes)
+                                                                        : os_map(bytes);
+    if (!fresh)
+        return;
+    cache_entry_t* old = st->rules;
+    for (uint32_t k = 0; k < sets; k++)
+        for (int w = HL_RULE_WAYS - 1; w >= 0; w--) { // the last used goes in last: first way
+            cache_entry_t e = old[k * HL_RULE_WAYS + (uint32_t)w];
+            if (!e.ip)
+                continue;
+            cache_entry_t* set = rule_set(fresh, more - 1, e.ip);
+            memmove(&set[1], &set[0], (HL_RULE_WAYS - 1) * sizeof *set);
+            set[0] = e;
+        }
+    st->rules = fresh;
+    st->rule_set_mask = more - 1;
+    st->rule_misses = 0;
+    unsigned entries = more * HL_RULE_WAYS, was = atomic_load(&rule_entries_max);
+    while (entries > was && !atomic_compare_exchange_weak(&rule_entries_max, &was, entries))
+        ;
+    if (old != st->first_rules)
+        os_discard(old, (size_t)sets * HL_RULE_WAYS * sizeof *old);
+}
+
+static HL_NOINLINE HL_COLD rule_t rule_miss(unwind_state_t* st, cache_entry_t* set,
                                              uintptr_t ip) {
-    rule_t r = compute_rule(ip, resumes);
+    rule_t r = compute_rule(ip, &st->resumes);
     memmove(&set[1], &set[0], (HL_RULE_WAYS - 1) * sizeof *set);
     set[0] = (cache_entry_t){ip, r};
+    uint32_t entries = (st->rule_set_mask + 1) * HL_RULE_WAYS;
+    if (++st->rule_misses > entries / 2 && entries < HL_RULE_CACHE)
+        rule_grow(st);
     return r;
 }
 
-static HL_NOINLINE rule_t rule_later_way(cache_entry_t* set, fde_resumes_t* resumes,
-                                          uintptr_t ip) {
+static HL_NOINLINE rule_t rule_later_way(unwind_state_t* st, cache_entry_t* set, uintptr_t ip) {
     for (int w = 1; w < HL_RULE_WAYS; w++) {
         if (set[w].ip == ip) {
             cache_entry_t hit = set[w];
@@ -895,15 +952,15 @@ static HL_NOINLINE rule_t rule_later_way(cache_entry_t* set, fde_resumes_t* resu
             return hit.rule;
         }
     }
-    return rule_miss(set, resumes, ip);
+    return rule_miss(st, set, ip);
 }
 
 // The rule for ip from its set (a set's ways share a cache line), or worked out into it.
-static inline rule_t rule_of(cache_entry_t* cache, fde_resumes_t* resumes, uintptr_t ip) {
-    cache_entry_t* set = &cache[(((ip >> 2) ^ (ip >> 13)) & (HL_RULE_SETS - 1)) * HL_RULE_WAYS];
+static inline rule_t rule_of(unwind_state_t* st, uintptr_t ip) {
+    cache_entry_t* set = rule_set(st->rules, st->rule_set_mask, ip);
     if (hl_likely(set[0].ip == ip))
         return set[0].rule;
-    return rule_later_way(set, resumes, ip);
+    return rule_later_way(st, set, ip);
 }
 
 // Frames [j, j + take) of `last` into a walk's arrays from the frame they go to: their
@@ -955,7 +1012,6 @@ static int end_with_tail(last_stack_t* out, int n, const last_stack_t* last, int
 // into capture(), whose walk needs every register.
 HL_INLINE int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp,
                    last_stack_t* out, const last_stack_t* last, int max) {
-    cache_entry_t* cache = st ? st->rules : NULL;
     // Locals, so the stores into out's arrays do not make the compiler reload the fields of
     // last on every frame (the two could alias as far as it knows).
     uintptr_t* restrict out_ips = out->ips;
@@ -1009,8 +1065,8 @@ HL_INLINE int walk(unwind_state_t* st, uintptr_t ip, uintptr_t sp, uintptr_t rbp
         out->kinds[n] = 0;
         n++;
         rule_t r;
-        if (hl_likely(cache != NULL)) {
-            r = rule_of(cache, &st->resumes, ip);
+        if (hl_likely(st != NULL)) {
+            r = rule_of(st, ip);
         } else {
             r = compute_rule(ip, NULL);
         }
@@ -1106,9 +1162,10 @@ void unwind_check_report(void) {
     if (hl_opt.unwind_check)
         hl_log("unwind check: %lu stacks taken from earlier walks walked again, %lu differed "
                "(%lu had gone on past a cut walk; %lu walks past one met a frame needing %%rbp "
-               "and were walked again whole)",
+               "and were walked again whole); rule cache of %u entries at most",
                atomic_load(&checks_made), atomic_load(&checks_differed),
-               atomic_load(&checks_resumed), atomic_load(&walks_again));
+               atomic_load(&checks_resumed), atomic_load(&walks_again),
+               atomic_load(&rule_entries_max));
 }
 
 // The node `up` callers above the stack id (a walk's frames were reused from frame `up` of the
@@ -1182,7 +1239,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(st->generation != generation)) {
-        os_discard(st->rules, sizeof st->rules); // page-aligned: the state's first member
+        os_discard(st->rules, (st->rule_set_mask + 1) * HL_RULE_WAYS * sizeof *st->rules);
         memset(&st->resumes, 0, sizeof st->resumes);
         st->generation = generation;
     }

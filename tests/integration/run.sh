@@ -422,6 +422,9 @@ for seed in 1 2 3; do
     same_stacks "unwind_random_$seed" "len(leak_stacks) >= 300 and len(doubles) >= 1000" \
         unwind_random 20000 "$seed"
 done
+# 4,096 places that allocate, each a return address of its own: the rule cache grows twice while
+# the walks go on (checked below); 512 leaks, each with a stack of its own.
+same_stacks unwind_sites "len(leak_stacks) == 512 and sum(fast[0].values()) == 512" unwind_sites
 
 # Every stack the unwinder takes from earlier walks (found whole among the recent ones, or with
 # frames copied, or going on past a cut walk) walked again from nothing by the agent itself
@@ -453,6 +456,12 @@ unwind_checked unwind_guard_checked 10 1 unwind_guard
 unwind_checked unwind_random_checked 140000 10000 unwind_random 20000 4
 unwind_checked stack_shapes_checked 200000 0 stack_shapes 17
 unwind_checked threads_many_checked 1000000 0 threads_many
+unwind_checked unwind_sites_checked 20000 0 unwind_sites
+if grep -q "rule cache of 16384 entries at most" "$D/stderr"; then
+    pass "unwind_sites_checked: the rule cache grew from 1,024 entries to 16,384 while walking"
+else
+    fail "unwind_sites_checked" "expected the rule cache at 16,384 entries: $(grep -h "unwind check" "$D/stderr" | head -1)"
+fi
 
 hl cxx_heuristics -- cxx_heuristics
 expect_status cxx_heuristics 0
