@@ -171,8 +171,9 @@ typedef struct cache_entry_s {
 // holds since it last grew (rule_grow). Rules land on the table's pages at random: a program
 // that walks a few hundred return addresses (sleep, ls, a shell, a compiler's driver) made
 // every page of a 256 KiB table present. With the small first table their peak RSS is 130-250
-// KB less (cxx's 0.3 MB less), and cc1, which grows it to the largest, runs 0.4% more
-// instructions in the agent (the rules worked out again while the table was smaller).
+// KB less (cxx's 0.3 MB less), and cc1, which grows it to the largest, runs 0.8% more
+// instructions in the agent under cachegrind (the rules worked out again while the table was
+// smaller, and the table's size read with it).
 #define HL_RULE_CACHE_FIRST 1024 // 16 KiB
 #define HL_RULE_CACHE_GROWTH 4
 
@@ -617,15 +618,32 @@ typedef struct unwind_state_s {
     recent_t recent[2];
     last_stack_t* check;   // unwind_check's walk anew (made at its first use)
     // Beside what every capture reads (seq, generation): one cache line for all of them.
-    cache_entry_t* rules;   // the rules' table: first_rules, or one rule_grow made
-    uint32_t rule_set_mask; // its sets less one
-    uint32_t rule_misses;   // rules it has worked out since it was made
+    // The rules' table (first_rules, or one rule_grow made: page-aligned) | its sets less one,
+    // one word: a state shared with a clone(CLONE_VM) child never pairs a table with another's
+    // size, which would index past its end.
+    uintptr_t rule_table;
+    uint32_t rule_misses; // rules worked out since the table was made
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
     int is_populated;    // made present whole, or left to fault in (HL_STATE_POPULATE_AT)
     unsigned populate_from; // seq when this process began counting towards that (a fork child)
 } unwind_state_t;
+
+#define RULE_TABLE_ALIGN ((uintptr_t)4096) // page-aligned: the low bits hold the sets less one
+_Static_assert(HL_RULE_CACHE / HL_RULE_WAYS <= RULE_TABLE_ALIGN, "the sets' mask fits the tag");
+static inline uintptr_t rule_table_of(cache_entry_t* table, uint32_t sets) {
+    return (uintptr_t)table | (sets - 1);
+}
+static inline cache_entry_t* rule_table_at(uintptr_t t) {
+    return (cache_entry_t*)(t & ~(RULE_TABLE_ALIGN - 1));
+}
+static inline uint32_t rule_table_mask(uintptr_t t) {
+    return (uint32_t)(t & (RULE_TABLE_ALIGN - 1));
+}
+static inline uint32_t rule_table_sets(uintptr_t t) {
+    return rule_table_mask(t) + 1;
+}
 
 // The thread of a single-threaded process that has walked this many stacks goes on to touch
 // nearly all of its state (rules land on pages at random, new walks take the slots in turn):
@@ -672,8 +690,7 @@ static unwind_state_t* state_make(int depth) {
     if (!st)
         return NULL;
     st->depth = depth;
-    st->rules = st->first_rules;
-    st->rule_set_mask = HL_RULE_CACHE_FIRST / HL_RULE_WAYS - 1;
+    st->rule_table = rule_table_of(st->first_rules, HL_RULE_CACHE_FIRST / HL_RULE_WAYS);
     char* at = (char*)(st + 1);
     for (int kind = 0; kind < 2; kind++)
         for (int k = 0; k < HL_RECENT; k++, at += each)
@@ -904,7 +921,8 @@ static inline cache_entry_t* rule_set(cache_entry_t* rules, uint32_t set_mask, u
 // a state may be shared by a clone(CLONE_VM) child walking in it, which then only misses there.
 // Without the memory, the table stays as it is.
 static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
-    uint32_t sets = st->rule_set_mask + 1, more = sets * HL_RULE_CACHE_GROWTH;
+    uintptr_t table = st->rule_table;
+    uint32_t sets = rule_table_sets(table), more = sets * HL_RULE_CACHE_GROWTH;
     size_t bytes = (size_t)more * HL_RULE_WAYS * sizeof(cache_entry_t);
     // A process single-threaded, whose state was made present whole, would touch every page of
     // the new table too (rules land at random): made present in one call.
@@ -912,7 +930,7 @@ static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
                                                                         : os_map(bytes);
     if (!fresh)
         return;
-    cache_entry_t* old = st->rules;
+    cache_entry_t* old = rule_table_at(table);
     for (uint32_t k = 0; k < sets; k++)
         for (int w = HL_RULE_WAYS - 1; w >= 0; w--) { // the last used goes in last: first way
             cache_entry_t e = old[k * HL_RULE_WAYS + (uint32_t)w];
@@ -922,8 +940,7 @@ static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
             memmove(&set[1], &set[0], (HL_RULE_WAYS - 1) * sizeof *set);
             set[0] = e;
         }
-    st->rules = fresh;
-    st->rule_set_mask = more - 1;
+    st->rule_table = rule_table_of(fresh, more);
     st->rule_misses = 0;
     unsigned entries = more * HL_RULE_WAYS, was = atomic_load(&rule_entries_max);
     while (entries > was && !atomic_compare_exchange_weak(&rule_entries_max, &was, entries))
@@ -937,7 +954,7 @@ static HL_NOINLINE HL_COLD rule_t rule_miss(unwind_state_t* st, cache_entry_t* s
     rule_t r = compute_rule(ip, &st->resumes);
     memmove(&set[1], &set[0], (HL_RULE_WAYS - 1) * sizeof *set);
     set[0] = (cache_entry_t){ip, r};
-    uint32_t entries = (st->rule_set_mask + 1) * HL_RULE_WAYS;
+    uint32_t entries = rule_table_sets(st->rule_table) * HL_RULE_WAYS;
     if (++st->rule_misses > entries / 2 && entries < HL_RULE_CACHE)
         rule_grow(st);
     return r;
@@ -957,7 +974,8 @@ static HL_NOINLINE rule_t rule_later_way(unwind_state_t* st, cache_entry_t* set,
 
 // The rule for ip from its set (a set's ways share a cache line), or worked out into it.
 static inline rule_t rule_of(unwind_state_t* st, uintptr_t ip) {
-    cache_entry_t* set = rule_set(st->rules, st->rule_set_mask, ip);
+    uintptr_t table = st->rule_table;
+    cache_entry_t* set = rule_set(rule_table_at(table), rule_table_mask(table), ip);
     if (hl_likely(set[0].ip == ip))
         return set[0].rule;
     return rule_later_way(st, set, ip);
@@ -1239,7 +1257,8 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(st->generation != generation)) {
-        os_discard(st->rules, (st->rule_set_mask + 1) * HL_RULE_WAYS * sizeof *st->rules);
+        os_discard(rule_table_at(st->rule_table),
+                   rule_table_sets(st->rule_table) * HL_RULE_WAYS * sizeof(cache_entry_t));
         memset(&st->resumes, 0, sizeof st->resumes);
         st->generation = generation;
     }
