@@ -131,9 +131,17 @@ ok "HEAPLENS_OPTIONS=allocator_stats=$PERIOD: the program as without heaplens" "
 js "HEAPLENS_OPTIONS=allocator_stats=$PERIOD: samples in the trace" "$WORK/o.json" "S['records'] >= 4 and S['source'] == 'glibc mallinfo2'"
 
 # --- the program's descriptors: the same as under plain heaplens run (the agent's own, no more) --
-fds() { # heaplens options...: the descriptors a shell sees after a few samples, without numbers of pipes and sockets
-    timeout $TIMEOUT "$HL" run -q "$@" -o "$WORK/fd.hl" -- sh -c 'sleep 0.1; ls -l /proc/$$/fd' 2>/dev/null |
-        awk 'NR > 1 {print $9, $10, $11}' | sed 's/\[[0-9]*\]//' | sort
+# fds heaplens options...: the descriptors a shell has after a few samples, without numbers of
+# pipes and sockets. Listed twice, 50 ms apart, and only what both show: a sample reads /proc
+# through a descriptor open for a moment, which a listing may catch (as a name it can no longer
+# look at, or open still); a descriptor left open is in both.
+fd_names() { awk 'NR > 1 && $1 !~ /\?/ {print $9, $10, $11}' "$1" | sed 's/\[[0-9]*\]//' | sort; }
+fds() {
+    rm -f "$WORK"/fd.a "$WORK"/fd.b
+    timeout $TIMEOUT "$HL" run -q "$@" -o "$WORK/fd.hl" -- \
+        sh -c 'sleep 0.1; ls -l /proc/$$/fd >"$1"; sleep 0.05; ls -l /proc/$$/fd >"$2"' sh \
+        "$WORK/fd.a" "$WORK/fd.b" >/dev/null 2>&1
+    comm -12 <(fd_names "$WORK/fd.a") <(fd_names "$WORK/fd.b")
     rm -f "$WORK"/fd*.hl
 }
 PLAIN_FDS=$(fds) STATS_FDS=$(fds --allocator-stats=1)
