@@ -289,19 +289,14 @@ int chunk_feed(const uint8_t* raw, size_t len) {
         stored_end(); // zstd's first frame follows it in the same chunk
         is_stored = 0;
     }
-    if (is_stored) {
-        if (stored_put(raw, len) != 0)
-            return -1;
-        stored_raw += len;
-        hl_checksum_update(&chunk_sum, raw, len);
-        chunk_raw += len;
-        return 0;
-    }
-    if (stream(raw, len, ZSTD_e_continue) != 0)
+    if ((is_stored ? stored_put(raw, len) : stream(raw, len, ZSTD_e_continue)) != 0)
         return -1;
+    if (is_stored)
+        stored_raw += len;
+    else
+        frame_raw += len;
     hl_checksum_update(&chunk_sum, raw, len);
     chunk_raw += len;
-    frame_raw += len;
     return 0;
 }
 

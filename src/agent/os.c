@@ -131,8 +131,16 @@ void* os_map_dense_huge(size_t size) {
     return p;
 }
 
+// Any range: the pages holding it, from the one holding its first byte (madvise wants that
+// page's start; it rounds the end up itself). sysconf reads the page size from the loader's copy
+// of the auxiliary vector: no system call.
 int os_populate(void* p, size_t size) {
-    return syscall(SYS_madvise, p, size, MADV_POPULATE_WRITE) == 0 ? 0 : -1;
+    static uintptr_t page;
+    if (!page)
+        page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t from = (uintptr_t)p & ~(page - 1);
+    return syscall(SYS_madvise, from, (uintptr_t)p + size - from, MADV_POPULATE_WRITE) == 0 ? 0
+                                                                                          : -1;
 }
 
 void* os_map(size_t size) {

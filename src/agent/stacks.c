@@ -184,13 +184,10 @@ static uint32_t present_to;        // nodes below this id are present
 static uint32_t made_at_last_pass; // next_id at the last pass
 static int cannot_populate;        // a population failed (no MADV_POPULATE_WRITE, no memory):
                                    // the node maker's faults make them present from then on
-static uintptr_t page_size;
 
 void stacks_prepare(void) {
     if (cannot_populate)
         return;
-    if (!page_size)
-        page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
     uint32_t made = atomic_load_explicit(&next_id, memory_order_relaxed);
     uint32_t rate = made - made_at_last_pass;
     made_at_last_pass = made;
@@ -209,12 +206,10 @@ void stacks_prepare(void) {
         uint32_t end = (c + 1) << HL_CHUNK_SHIFT;
         if (end > target)
             end = target;
-        // Whole pages inside the range, from the one holding present_to's node (it may be the
+        // The pages of the range, from the one holding present_to's node (it may be the
         // maker's page, already present: populating it again changes nothing).
-        uintptr_t from = (uintptr_t)node_at(present_to) & ~(page_size - 1);
-        uintptr_t to = ((uintptr_t)node_at(end - 1) + sizeof(node_t) + page_size - 1) &
-                       ~(page_size - 1);
-        if (os_populate((void*)from, to - from) != 0) {
+        node_t* from = node_at(present_to);
+        if (os_populate(from, (size_t)((char*)(node_at(end - 1) + 1) - (char*)from)) != 0) {
             cannot_populate = 1;
             return;
         }

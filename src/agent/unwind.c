@@ -626,9 +626,11 @@ typedef struct unwind_state_s {
     unsigned seq;        // captures so far, of either kind
     unsigned generation; // recent_generation when the rules were worked out
     int depth;           // frames each walk has room for
-    int is_populated;    // made present, or left to fault in (HL_STATE_POPULATE_AT)
-    uint8_t walks_made_present; // its walks too, HL_WALK_GROUP at a time (walks_make_present)
-    uint8_t walk_groups[2];     // by kind: a bit per group of walks made present
+    int is_populated;    // past HL_STATE_POPULATE_AT: made present, or left to fault in
+    // Made present then (single-threaded): its walks follow a group at a time as they are
+    // taken (walks_make_present), a larger rule table when it is made (rule_grow).
+    uint8_t is_made_present;
+    uint8_t walk_groups[2]; // by kind: a bit per group of walks made present
     unsigned populate_from; // seq when this process began counting towards that (a fork child)
 } unwind_state_t;
 
@@ -754,7 +756,7 @@ void unwind_after_fork(hl_thread_t* t) {
 static HL_NOINLINE HL_COLD void state_populate(unwind_state_t* st) {
     st->is_populated = 1;
     if (__libc_single_threaded) {
-        st->walks_made_present = 1;
+        st->is_made_present = 1;
         os_populate(st, sizeof *st); // the rules' first table and the walks' records
     }
 }
@@ -765,13 +767,9 @@ _Static_assert(HL_RECENT / HL_WALK_GROUP <= 8, "a bit per group in a byte");
 static HL_NOINLINE HL_COLD void walks_make_present(unwind_state_t* st, int which, int slot) {
     int group = slot / HL_WALK_GROUP;
     st->walk_groups[which] |= (uint8_t)(1u << group);
-    if (!__libc_single_threaded)
-        return;
-    const uintptr_t page = 4096;
-    uintptr_t from = (uintptr_t)st->recent[which].walks[group * HL_WALK_GROUP].ips & ~(page - 1);
-    uintptr_t to = (uintptr_t)st->recent[which].walks[group * HL_WALK_GROUP].ips +
-                   HL_WALK_GROUP * walk_bytes(st->depth);
-    os_populate((void*)from, to - from);
+    if (__libc_single_threaded) // the group's walks lie one after the other
+        os_populate(st->recent[which].walks[group * HL_WALK_GROUP].ips,
+                    HL_WALK_GROUP * walk_bytes(st->depth));
 }
 
 // The first state is made for the depth in force; one asked for more frames later (a `depth`
@@ -945,10 +943,10 @@ static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
     uintptr_t table = st->rule_table;
     uint32_t sets = rule_table_sets(table), more = sets * HL_RULE_CACHE_GROWTH;
     size_t bytes = (size_t)more * HL_RULE_WAYS * sizeof(cache_entry_t);
-    // A process single-threaded, whose state was made present whole, would touch every page of
-    // the new table too (rules land at random): made present in one call.
-    cache_entry_t* fresh = st->is_populated && __libc_single_threaded ? os_map_dense(bytes)
-                                                                        : os_map(bytes);
+    // A process single-threaded, whose state was made present, would touch every page of the
+    // new table too (rules land at random): made present in one call.
+    cache_entry_t* fresh = st->is_made_present && __libc_single_threaded ? os_map_dense(bytes)
+                                                                           : os_map(bytes);
     if (!fresh)
         return;
     cache_entry_t* old = rule_table_at(table);
@@ -1311,7 +1309,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
     if (hl_unlikely(!st->is_populated) && st->seq - st->populate_from >= HL_STATE_POPULATE_AT)
         state_populate(st);
     int slot = (rc->latest + 1) % HL_RECENT;
-    if (hl_unlikely(st->walks_made_present) &&
+    if (hl_unlikely(st->is_made_present) &&
         !((st->walk_groups[which] >> (slot / HL_WALK_GROUP)) & 1))
         walks_make_present(st, which, slot);
     last_stack_t* fresh = &rc->walks[slot];
