@@ -442,8 +442,8 @@ static void link_upstream(int pid) {
     upstream_pid = pid;
     char where[HL_SINK_WHERE];
     sink_describe(where, sizeof where);
-    if (!hl_opt.remote[0] || where[0] != '@')
-        return; // no collector, or the trace fell back to a local file
+    if (!hl_opt.remote[0] || where[0] != '@' || !sink_is_open())
+        return; // no collector, the trace fell back to a local file, or tracing stopped
     char greeting[48];
     hl_fmt(greeting, sizeof greeting, "HEAPLENS-CONTROL %d\n", pid);
     hl_sink_t link = {.fd = -1};

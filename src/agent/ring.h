@@ -56,6 +56,7 @@ typedef struct hl_ring_s {
     _Alignas(64) uint32_t thread_index;
     int tid;
     _Atomic int is_dead;    // owner exited; writer drains then recycles
+    _Atomic int is_waiting; // owner in ring_wait_space: its event not in a slot yet
     struct hl_ring_s* next; // registry list
     // The writer's, written at every event it takes: a line of their own, so that the owner's
     // own writes below (a release of a header block) do not have to take it back each time.

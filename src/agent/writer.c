@@ -287,6 +287,11 @@ static void ensure_thread(uint32_t index, int tid) {
 static uint32_t inherit_max_thread; // blocks of threads up to this index came from the parent
 static int is_begun_again;          // the trace goes on in a new sink: every live block is inherited
 static int is_discarding;           // the events drained now belong to the part that was lost
+// A chunk did not reach the collector. Until the trace begins again, what is encoded belongs to
+// the lost part and is dropped. The new trace begins only where no drain is under way
+// (begin_again_if_lost): a drain cut by it would go on encoding, into the new trace, events it
+// took from the rings before the snapshot, and would then hand back ring space already given.
+static int is_sink_lost;
 static uint32_t trace_number = 1;   // this process's traces so far: a new one after a lost sink
 
 // The heap as the trace says it so far (heaplens_stats), counted as the events are written.
@@ -324,6 +329,8 @@ static void preamble(void) {
     if (is_begun_again) { // the world is stopped (trace_begin_again)
         modules_rewrite(&enc);
         inherit_max_thread = UINT32_MAX;
+        totals.live_bytes = 0; // what is live is what the new trace begins with
+        totals.live_blocks = 0;
         live_for_each(emit_inherited, NULL);
         is_begun_again = 0;
     } else {
@@ -500,7 +507,7 @@ static uint64_t drain_all(void) {
                 continue;
             uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
             uint64_t tl = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            if (h == tl) {
+            if ((int64_t)(h - tl) <= 0) { // (one past: void_waiting_events)
                 if (dead == 1)
                     atomic_store_explicit(&r->is_dead, 2, memory_order_release);
                 continue;
@@ -601,7 +608,7 @@ static size_t chunk_fed; // raw bytes of the open chunk already handed to the si
 void writer_flush_if_large_locked(void) {
     if (enc.len < HL_FEED_BYTES)
         return;
-    if (is_discarding) { // trace_begin_again: these events have no trace to go to
+    if (is_discarding || is_sink_lost) { // these events have no trace to go to
         enc.len = 0;
         return;
     }
@@ -623,21 +630,31 @@ static void chunk_restart(void) {
     enc.last_stack = 0;
 }
 
-static void trace_begin_again(void);
-
 static void flush_chunk(void) {
+    if (is_sink_lost) {
+        chunk_restart();
+        return;
+    }
     if (enc.len == 0 && chunk_fed == 0)
         return;
     if (enc.len)
         chunk_feed(enc.buf, enc.len);
     const uint8_t* bytes;
     size_t len;
-    int lost = chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_LOST;
+    if (chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_LOST)
+        is_sink_lost = 1;
     chunk_restart();
-    if (lost)
-        trace_begin_again();
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;
+}
+
+static void trace_begin_again(void);
+
+static void begin_again_if_lost(void) {
+    if (is_sink_lost) {
+        is_sink_lost = 0;
+        trace_begin_again();
+    }
 }
 
 static void sample(void) {
@@ -709,6 +726,9 @@ static void pass(int force_flush) {
         (unwritten_since_ns && now - unwritten_since_ns >= HL_FLUSH_EVERY_NS) ||
         now - last_flush_ns >= HL_FLUSH_IDLE_NS)
         flush_chunk();
+    // On a program thread, only when no writer will pass (trace_begin_again needs the writer).
+    if (is_sink_lost && (os_gettid() == atomic_load(&writer_tid) || !atomic_load(&writer_running)))
+        begin_again_if_lost();
     uint64_t next = (unwritten_since_ns ? unwritten_since_ns : start) + HL_FLUSH_EVERY_NS;
     if (next > next_sample_ns)
         next = next_sample_ns;
@@ -999,9 +1019,11 @@ void writer_start_due(void) {
     thread_self()->untimed_mask = HL_UNTIMED_MASK;
 }
 
+// Signed: a tail one past the head takes the next slot as consumed already (void_waiting_events).
 static int ring_has_space(hl_ring_t* r) {
     r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
-    return atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache < HL_RING_EVENTS;
+    return (int64_t)(atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache) <
+           (int64_t)HL_RING_EVENTS;
 }
 
 void ring_wait_space(hl_ring_t* r) {
@@ -1011,6 +1033,7 @@ void ring_wait_space(hl_ring_t* r) {
         hl_log("cannot start the writer thread; tracing stops here, the program goes on");
         atomic_store(&hl_phase, HL_DONE);
     }
+    atomic_store_explicit(&r->is_waiting, 1, memory_order_relaxed);
     atomic_fetch_add(&ring_waiters, 1);
     for (int spins = 0;; spins++) {
         if (thread_self()->park_pending)
@@ -1034,13 +1057,8 @@ void ring_wait_space(hl_ring_t* r) {
             os_futex_wait(&drained, seen, HL_RING_WAIT_NS);
     }
     atomic_fetch_sub(&ring_waiters, 1);
+    atomic_store_explicit(&r->is_waiting, 0, memory_order_relaxed);
 }
-
-#define HL_STOP_TRIES 32 // stops of the world trace_begin_again tries before it gives up
-// How long, after a stop that found threads waiting for ring space, the writer waits at most for
-// them to leave that wait before it stops the world again: they need microseconds; a busy
-// machine's scheduler may take milliseconds, and the program is not held up past this.
-#define HL_WAITERS_LEAVE_NS (20 * 1000 * 1000)
 
 // A new trace in this process: its own stream, which names every stack, thread, site and module
 // again from the start.
@@ -1053,53 +1071,6 @@ static void forget_emitted(void) {
     sites_reset();
     trace_number++;
     need_preamble = 1;
-}
-
-// The collector went away (sink.c): the trace goes on in a local file, as a trace of its own
-// from the start of a new stream, which names every stack, thread, site and module again and
-// begins with the blocks live now (INHERIT, as a fork child's does); what the lost chunk held is
-// not in it. That snapshot must agree with the events that follow it, so it is taken with the
-// program's threads stopped, once every event they made is out of the rings: on the writer
-// thread only (a program thread flushing at fork, exec or exit cannot stop the others), and
-// only when every thread parked.
-static void trace_begin_again(void) {
-    if (os_gettid() != atomic_load(&writer_tid)) {
-        sink_fall_back("the trace cannot go on from this thread");
-        return;
-    }
-    // A thread that parked waiting for ring space holds an event not yet in its ring (its block
-    // already in the live table, or already out of it): once the rings are drained, it goes on,
-    // and the world is stopped again until no thread waits so.
-    for (int tries = 1;; tries++) {
-        int all = scan_stop_world();
-        int was = need_preamble;
-        need_preamble = 0;
-        is_discarding = 1;
-        drain_all(); // events made before the snapshot: they belong to the part that was lost
-        is_discarding = 0;
-        need_preamble = was;
-        if (all && !atomic_load(&ring_waiters))
-            break;
-        scan_resume_world();
-        if (!all || tries == HL_STOP_TRIES) {
-            sink_fall_back("not every thread could be stopped to begin a new trace");
-            return;
-        }
-        // The rings are empty now: a thread that waited for space puts its event in and goes
-        // on, with a whole ring before it could wait again. Stopped at once, it would still be
-        // in that wait (parked there once more, its event still out), try after try: the next
-        // stop waits until the waiters have left it.
-        uint64_t until = clock_mono_ns() + HL_WAITERS_LEAVE_NS;
-        while (atomic_load(&ring_waiters) && clock_mono_ns() < until)
-            os_yield();
-    }
-    chunk_restart();
-    if (sink_fall_back(NULL) == 0) {
-        forget_emitted();
-        is_begun_again = 1; // it begins with the blocks live now
-        preamble();
-    }
-    scan_resume_world();
 }
 
 void writer_stats(hl_heap_totals_t* out, const hl_ring_t* ring, hl_ring_stats_t* ring_out) {
@@ -1138,6 +1109,49 @@ static int stop_world_drained(int discard) {
         if (tries == HL_SCAN_NOW_TRIES)
             return -1;
     }
+}
+
+// A thread parked waiting for ring space holds one event not yet in its ring, its block already
+// in the live table (or already out of it): the snapshot that begins a new trace says so, and
+// the event is dropped: the slot it will take is handed over as consumed already (a tail one
+// past the head). Not the second half of a pair whose first is in the ring: an mmap's events are
+// not in the snapshot, and the pair follows it whole.
+static void void_waiting_events(void) {
+    thread_lock();
+    for (hl_ring_t* r = thread_rings(); r; r = r->next) {
+        if (!atomic_load(&r->is_waiting))
+            continue;
+        uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (atomic_load_explicit(&r->tail, memory_order_relaxed) == h) // drained: no half pair
+            atomic_store_explicit(&r->tail, h + 1, memory_order_release);
+    }
+    thread_unlock();
+}
+
+// The collector went away (sink.c): the trace goes on in a local file, as a trace of its own
+// from the start of a new stream, which names every stack, thread, site and module again and
+// begins with the blocks live now (INHERIT, as a fork child's does); what the lost chunk held is
+// not in it. That snapshot must agree with the events that follow it, so it is taken with the
+// program's threads stopped, every event they made out of the rings (or dropped, for a thread
+// waiting for ring space): on the writer thread only (a program thread flushing at fork, exec
+// or exit cannot stop the others), and only when every thread parked.
+static void trace_begin_again(void) {
+    if (os_gettid() != atomic_load(&writer_tid)) {
+        sink_fall_back("the trace cannot go on from this thread");
+        return;
+    }
+    if (stop_world_drained(1) != 0) { // what it drains belongs to the part that was lost
+        sink_fall_back("not every thread could be stopped to begin a new trace");
+        return;
+    }
+    void_waiting_events();
+    chunk_restart();
+    if (sink_fall_back(NULL) == 0) {
+        forget_emitted();
+        is_begun_again = 1; // it begins with the blocks live now
+        preamble();
+    }
+    scan_resume_world();
 }
 
 int writer_stop_locked(void) {
@@ -1292,6 +1306,7 @@ void writer_release_window_locked(void) {
 void writer_end_locked(int how, int value) {
     atomic_store(&hl_child_awaits_writer, 0); // the trace is over: no writer is wanted for it
     drain_all();
+    begin_again_if_lost();
     if (enc_reserve(&enc, 32) == 0) {
         enc_tag(&enc, REC_END);
         enc_time(&enc, writer_now_ns());
@@ -1299,6 +1314,10 @@ void writer_end_locked(int how, int value) {
         enc_u(&enc, (uint64_t)value);
     }
     flush_chunk();
+    if (is_sink_lost) {
+        is_sink_lost = 0;
+        sink_fall_back("the trace's end did not reach it");
+    }
     sink_close();
 }
 
@@ -1311,6 +1330,7 @@ void writer_exec_locked(const char* path) {
         enc_bytes(&enc, path, n);
     }
     flush_chunk();
+    begin_again_if_lost(); // on the program's thread: it says the trace stops here
 }
 
 #define HL_WRITER_GONE_WAITS 2000 // a look every millisecond: two seconds at most

@@ -30,8 +30,13 @@ else:
     s = socket.socket(socket.AF_INET); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 0)); open(out + ".port", "w").write(str(s.getsockname()[1]))
 s.listen(1)
+s.settimeout(120) # a program that never connects fails its check, not the whole run
 open(out + ".ready", "w").close()
-c, _ = s.accept()
+try:
+    c, _ = s.accept()
+except socket.timeout:
+    sys.exit(1)
+c.settimeout(None)
 got = 0
 with open(out, "wb") as f:
     while True:
@@ -106,34 +111,34 @@ for addr in "unix:$D/nobody.sock" "tcp:127.0.0.1:1" "tcp:not-an-address:80"; do
     fi
 done
 
-# 4: the collector goes away mid-run (after the header and part of the first chunk): one line, then a new trace in a local file that begins with the blocks live then, and
-# agrees with the file trace from there on (churn_random frees everything: nothing in use at
-# the end, whatever the moment of the switch; threads_churn leaks 16 blocks). Single- and
-# multi-threaded.
-# threads_churn's whole trace is 2 KiB: its collector leaves after 256 bytes, and its phase 2
-# (16 threads, each leaking a block) begins only once the agent has said it switched to the local
-# file (a cue file; the agent's samples keep it writing while the program waits): on a loaded
-# machine the writer may send phase 1 only at the end, and nothing would be left to go there.
-for prog_keep in churn_random:2048 threads_churn:256; do
-    prog=${prog_keep%:*}
+# 4: the collector goes away mid-run (after the header and part of the first chunk): one line,
+# then a new trace in a local file that begins with the blocks live then, and agrees with the
+# file trace from there on (churn_random frees everything: nothing in use at the end, whatever
+# the moment of the switch; threads_churn leaks 16 blocks). Single- and multi-threaded, and with
+# 6 threads allocating flat out (threads_flat_out): some of them are waiting for ring space when
+# the world is stopped for the switch, each with an event its block's entry in the live table
+# already says.
+# Each program waits halfway for a cue file (threads_flat_out runs until it) that the test makes
+# once the agent has said it switched to the local file (the agent's samples keep it writing
+# while the program waits): on a loaded machine the collector may read its bytes only after the
+# program has made all its events, and nothing would be left to go to the local file. What comes
+# after the cue is in the local trace: at least churn_random's second 100,000 pairs,
+# threads_churn's 16 leaks, and threads_flat_out's pairs while the test looks for the line.
+# prog:bytes the collector keeps:allocations the local trace holds at least
+for case in churn_random:2048:100000 threads_churn:256:16 threads_flat_out:4096:1000; do
+    IFS=: read -r prog keep least <<<"$case"
     rm -f "$D/gone.hl" "$D"/gone.remote.*
     [ -e "$D/$prog.file.hl" ] || { traced $prog "$D/$prog.file.hl" >"$D/$prog.native.out" 2>/dev/null; echo $? >"$D/$prog.native.status"; }
-    collector "unix:$D/gone.$prog.sock" "$D/gone.remote.hl" "${prog_keep#*:}"
-    if [ "$prog" = threads_churn ]; then
-        gone=$!
-        rm -rf "$D/cue" && mkdir "$D/cue"
-        traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" "$D/cue" >"$D/out" 2>"$D/err" &
-        run=$!
-        wait "$gone"
-        for _ in $(seq 600); do grep -q "went away" "$D/err" && break; sleep 0.05; done
-        touch "$D/cue/go"
-        wait "$run"
-        status=$?
-    else
-        traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" >"$D/out" 2>"$D/err"
-        status=$?
-    fi
-    wait
+    collector "unix:$D/gone.$prog.sock" "$D/gone.remote.hl" "$keep"
+    gone=$!
+    rm -rf "$D/cue" && mkdir "$D/cue"
+    traced $prog "$D/gone.hl" "unix:$D/gone.$prog.sock" "$D/cue" >"$D/out" 2>"$D/err" &
+    run=$!
+    wait "$gone"
+    for _ in $(seq 600); do grep -q "went away" "$D/err" && break; sleep 0.05; done
+    touch "$D/cue/go"
+    wait "$run"
+    status=$?
     read -r -a got <<<"$(totals "$D/gone.hl")"
     read -r -a want <<<"$(totals "$D/$prog.file.hl")"
     if [ "$status" != "$(cat "$D/$prog.native.status")" ] || ! cmp -s "$D/out" "$D/$prog.native.out"; then
@@ -141,13 +146,36 @@ for prog_keep in churn_random:2048 threads_churn:256; do
     elif [ "$(grep -c . "$D/err")" != 1 ] || ! grep -q "the collector unix:$D/gone.$prog.sock went away (.*): tracing to $D/gone.hl instead" "$D/err"; then
         fail "collector gone, $prog: one line naming the local file" "$(cat "$D/err")"
     elif [ "${#got[@]}" != 10 ] || [ "${got[3]}" != "${want[3]}" ] || [ "${got[4]}" != "${want[4]}" ] ||
-         [ "${got[8]}" != True ] || [ "${got[0]}" -ge "${want[0]}" ] || [ "${got[0]}" -le 0 ] ||
-         { [ "$prog" = threads_churn ] && [ "${got[0]}" -lt 16 ]; }; then
+         [ "${got[8]}" != True ] || [ "${got[0]}" -ge "${want[0]}" ] || [ "${got[0]}" -lt "$least" ]; then
         fail "collector gone, $prog: the local trace goes on from the switch" "${got[*]} / ${want[*]}"
     else
         pass "collector gone mid-run, $prog: one line, the local trace holds the rest (${got[0]} of ${want[0]} allocations; in use at the end ${got[3]} B in ${got[4]} blocks, as in the file trace)"
     fi
 done
+
+# 5: the collector goes away and no local file can be made: one line says tracing stops there,
+# and nothing more is said (the agent does not try to reach the gone collector again, as it
+# would to offer a shell once the process has run 0.3 s). The program runs on unharmed.
+rm -f "$D/gone.remote.hl"* "$D"/gone.*.sock
+collector "unix:$D/gone.stop.sock" "$D/gone.remote.hl" 4096
+gone=$!
+rm -rf "$D/cue" && mkdir "$D/cue"
+traced threads_flat_out "$D/no/such/dir/t.hl" "unix:$D/gone.stop.sock" "$D/cue" >"$D/out" 2>"$D/err" &
+run=$!
+wait "$gone"
+for _ in $(seq 600); do grep -q "went away" "$D/err" && break; sleep 0.05; done
+sleep 0.5 # past the time the process would offer a shell
+touch "$D/cue/go"
+wait "$run"
+status=$?
+if [ "$status" != 0 ] || [ "$(cat "$D/out")" != "threads_flat_out done" ]; then
+    fail "collector gone, no local file: output and status" "status $status"
+elif [ "$(grep -c . "$D/err")" != 1 ] ||
+     ! grep -q "the collector unix:$D/gone.stop.sock went away (.*) and .*; tracing stops here, the program goes on" "$D/err"; then
+    fail "collector gone, no local file: one line" "$(cat "$D/err")"
+else
+    pass "collector gone and no local file: one line, tracing stops, the program runs on"
+fi
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

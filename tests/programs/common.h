@@ -77,6 +77,14 @@ static inline int dir_has(const char* dir, const char* name) {
     return access(path, F_OK) == 0;
 }
 
+// Until DIR/go exists, at most HL_CUE_WAIT_MS (then on anyway: the test that waits fails).
+#define HL_CUE_WAIT_MS 30000
+__attribute__((unused)) static void wait_for_go(const char* dir) {
+    struct timespec ms = {0, 1000000L};
+    for (int waited = 0; waited < HL_CUE_WAIT_MS && !dir_has(dir, "go"); waited++)
+        nanosleep(&ms, NULL);
+}
+
 // Allocates and releases 16 blocks of 16 to 256 bytes every 0.2 ms until *stop is set: what the
 // other threads of those programs do meanwhile.
 static inline void churn_until(const int* stop) {

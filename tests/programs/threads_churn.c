@@ -69,14 +69,6 @@ static void* short_lived(void* arg) {
     return NULL;
 }
 
-// Until DIR/go exists, at most HL_CUE_WAIT_MS (then on anyway: the test that waits fails).
-#define HL_CUE_WAIT_MS 30000
-static void wait_for_go(const char* dir) {
-    struct timespec ms = {0, 1000000L};
-    for (int waited = 0; waited < HL_CUE_WAIT_MS && !dir_has(dir, "go"); waited++)
-        nanosleep(&ms, NULL);
-}
-
 int main(int argc, char** argv) {
     pthread_t t[WORKERS];
     pthread_barrier_init(&barrier, NULL, WORKERS);
