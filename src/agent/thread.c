@@ -341,6 +341,7 @@ void thread_reset_after_fork(void) {
         atomic_store(&r->head, 0);
         atomic_store(&r->tail, 0);
         r->tail_cache = 0;
+        atomic_store(&r->is_waiting, 0); // its thread is not here
         atomic_store(&r->is_dead, 2);
     }
     // The parent's clone children are not here (what their rings held describes the parent).

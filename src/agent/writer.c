@@ -1063,6 +1063,7 @@ void ring_wait_space(hl_ring_t* r) {
 // A new trace in this process: its own stream, which names every stack, thread, site and module
 // again from the start.
 static void forget_emitted(void) {
+    is_sink_lost = 0; // what was lost is the old trace's
     chunk_restart_stream();
     if (stack_emitted)
         memset(stack_emitted, 0, stack_emitted_cap);
