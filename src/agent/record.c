@@ -47,7 +47,7 @@ HL_INLINE uint64_t event_ticks(hl_thread_t* t) {
 HL_INLINE void push_event(hl_thread_t* t, int kind, int fn, uint64_t size, uint32_t aux,
                           uint16_t extra) {
     hl_ring_t* r = t->ring;
-    hl_event_t* ev = ring_slot(r);
+    hl_event_t* ev = ring_slot(r, kind);
     uint64_t ticks = event_ticks(t);
     ev->ticks = ticks;
     ev->size = size;
@@ -187,11 +187,13 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
         void* real = b.headed ? (char*)p - HL_HEADER : p;
         if (hl_unlikely(b.is_internal))
             return real;
+        // The event first: a report waits for the writer's lock, and a thread parked there by
+        // a stop of the world must hold no change of the live table that its ring does not say.
+        push_free(t, &b, fn);
         if (hl_unlikely(hl_fn_family((int)b.fn) != hl_fn_family(fn)))
             error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b, 0);
         if (b.guarded && hl_unlikely(!guard_is_intact(&b)))
             error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b, 0);
-        push_free(t, &b, fn);
         if (b.headed)
             note_released(t, &b, here);
         if (hl_unlikely(atomic_load_explicit(&hl_api_hooks, memory_order_relaxed)))

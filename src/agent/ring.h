@@ -56,7 +56,7 @@ typedef struct hl_ring_s {
     _Alignas(64) uint32_t thread_index;
     int tid;
     _Atomic int is_dead;    // owner exited; writer drains then recycles
-    _Atomic int is_waiting; // owner in ring_wait_space: its event not in a slot yet
+    _Atomic int waiting_kind; // owner in ring_wait_space: its event's kind, not in a slot yet
     struct hl_ring_s* next; // registry list
     // The writer's, written at every event it takes: a line of their own, so that the owner's
     // own writes below (a release of a header block) do not have to take it back each time.
@@ -71,7 +71,7 @@ typedef struct hl_ring_s {
 // The consumer's side, in writer.c: a full ring waits for the writer; a quarter filled wakes a
 // sleeping writer, half filled one napping (it comes back on its own when it expects a quarter,
 // from the rate it saw: a burst comes sooner).
-HL_COLD void ring_wait_space(hl_ring_t* r);
+HL_COLD void ring_wait_space(hl_ring_t* r, int kind);
 HL_COLD void writer_kick(void);
 enum { HL_WRITER_AWAKE = 0, HL_WRITER_ASLEEP = 1, HL_WRITER_NAPPING = 2 };
 extern _Atomic int hl_writer_sleeping;
@@ -91,12 +91,12 @@ HL_COLD void writer_start_due(void);
 // (hl_prefetch_own: a read prefetch would bring the line shared, and the store would still wait
 // for the writer's copy to be dropped).
 #define HL_RING_AHEAD 16 // events: 6 lines ahead, a microsecond of a busy program's calls
-HL_INLINE hl_event_t* ring_slot(hl_ring_t* r) {
+HL_INLINE hl_event_t* ring_slot(hl_ring_t* r, int kind) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (hl_unlikely(h - r->tail_cache >= HL_RING_EVENTS)) {
         r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (h - r->tail_cache >= HL_RING_EVENTS)
-            ring_wait_space(r);
+            ring_wait_space(r, kind);
     }
     hl_prefetch_own(&r->events[(h + HL_RING_AHEAD) & (HL_RING_EVENTS - 1)]);
     return &r->events[h & (HL_RING_EVENTS - 1)];

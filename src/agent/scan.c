@@ -293,6 +293,8 @@ static int stop_world(int self_tid) {
     nparked = 0;
     int n = list_other_threads(self_tid, parked, HL_MAX_PARKED);
     nparked = n < HL_MAX_PARKED ? n : HL_MAX_PARKED;
+    if (n == 0)
+        return 1; // alone (a single-threaded program's exit): no signal to lend and take back
     park_signal = choose_park_signal();
     struct sigaction sa = {0}, old;
     sa.sa_sigaction = on_park;
@@ -1042,7 +1044,9 @@ int scan_stop_world(void) {
     for (int tries = 1;; tries++) {
         wait_parks_left();
         int all = stop_world(self);
-        int is_whole = !parked || list_other_threads(self, NULL, 0) <= nparked;
+        // Only a thread of the process makes one (the writer makes none): with no other
+        // thread listed, none was made since.
+        int is_whole = !parked || !nparked || list_other_threads(self, NULL, 0) <= nparked;
         if (!all || is_whole || tries == HL_STOP_TRIES)
             return all && is_whole;
         resume_world();

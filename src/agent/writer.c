@@ -641,8 +641,11 @@ static void flush_chunk(void) {
         chunk_feed(enc.buf, enc.len);
     const uint8_t* bytes;
     size_t len;
-    if (chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_LOST)
+    if (chunk_end(&bytes, &len) == 0 && sink_write_chunk(bytes, len) == HL_SINK_LOST) {
         is_sink_lost = 1;
+        if (os_gettid() != atomic_load(&writer_tid))
+            writer_kick(); // the writer begins the new trace: the program may end before it wakes
+    }
     chunk_restart();
     last_flush_ns = clock_mono_ns();
     unwritten_since_ns = 0;
@@ -1026,14 +1029,14 @@ static int ring_has_space(hl_ring_t* r) {
            (int64_t)HL_RING_EVENTS;
 }
 
-void ring_wait_space(hl_ring_t* r) {
+void ring_wait_space(hl_ring_t* r, int kind) {
     // A vfork or clone(CLONE_VM) child (agent_owns_process) waits for its owner's writer.
     if (!atomic_load(&writer_running) && agent_owns_process() && writer_start() != 0) {
         // No writer can run (no thread to be had): nothing will ever drain this ring.
         hl_log("cannot start the writer thread; tracing stops here, the program goes on");
         atomic_store(&hl_phase, HL_DONE);
     }
-    atomic_store_explicit(&r->is_waiting, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->waiting_kind, kind, memory_order_relaxed);
     atomic_fetch_add(&ring_waiters, 1);
     for (int spins = 0;; spins++) {
         if (thread_self()->park_pending)
@@ -1057,7 +1060,7 @@ void ring_wait_space(hl_ring_t* r) {
             os_futex_wait(&drained, seen, HL_RING_WAIT_NS);
     }
     atomic_fetch_sub(&ring_waiters, 1);
-    atomic_store_explicit(&r->is_waiting, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->waiting_kind, 0, memory_order_relaxed);
 }
 
 // A new trace in this process: its own stream, which names every stack, thread, site and module
@@ -1112,15 +1115,16 @@ static int stop_world_drained(int discard) {
     }
 }
 
-// A thread parked waiting for ring space holds one event not yet in its ring, its block already
-// in the live table (or already out of it): the snapshot that begins a new trace says so, and
-// the event is dropped: the slot it will take is handed over as consumed already (a tail one
-// past the head). Not the second half of a pair whose first is in the ring: an mmap's events are
-// not in the snapshot, and the pair follows it whole.
+// A thread parked waiting for ring space holds one event not yet in its ring. An ALLOC's block is
+// already in the live table, a FREE's already out of it: the snapshot that begins a new trace
+// says so, and the event is dropped: the slot it will take is handed over as consumed already (a
+// tail one past the head). Other kinds (an mmap, a mark, a tag) are not in the snapshot and
+// follow it.
 static void void_waiting_events(void) {
     thread_lock();
     for (hl_ring_t* r = thread_rings(); r; r = r->next) {
-        if (!atomic_load(&r->is_waiting))
+        int kind = atomic_load(&r->waiting_kind);
+        if (kind != EV_ALLOC && kind != EV_FREE)
             continue;
         uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
         if (atomic_load_explicit(&r->tail, memory_order_relaxed) == h) // drained: no half pair
@@ -1357,6 +1361,7 @@ void writer_session_reset(void) {
 
 void writer_reset_after_fork(uint32_t parent_threads) {
     inherit_max_thread = parent_threads;
+    is_sink_lost = 0; // the child's trace is a new one, in a sink of its own
     memset(&totals, 0, sizeof totals);
     atomic_store(&writer_mutex, 0);
     atomic_store(&writer_owner, 0);
