@@ -150,14 +150,31 @@ static void park(parked_t* slot) {
 static void on_park(int sig, siginfo_t* si, void* ucv) {
     (void)sig, (void)si;
     int saved = errno;
-    if (thread_self()->busy) {
-        thread_self()->park_pending = 1; // inside the agent: park where its tables are consistent
+    hl_thread_t* t = NULL;
+    if (thread_owe_park_if_locked()) {
+        // holds the registry's lock, which the writer needs: parks as it lets go (thread_unlock)
+    } else if ((t = thread_self_known()) && t->busy) {
+        t->park_pending = 1; // inside the agent: park where its tables are consistent
     } else {
         parked_t* slot = own_slot();
         if (slot) {
             roots_from_context(&slot->roots, ucv);
             park(slot);
         }
+    }
+    errno = saved;
+}
+
+// A thread asked to park while it held the registry's lock parks once it has let go of it, deep
+// in the agent's frames (making its own state, or ending): its roots are the program's frame
+// under them.
+void scan_park_owed(void) {
+    int saved = errno;
+    parked_t* slot = own_slot();
+    if (slot) {
+        if (roots_from_frame(&slot->roots, 0) != 0)
+            roots_from_here(&slot->roots);
+        park(slot);
     }
     errno = saved;
 }

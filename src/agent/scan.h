@@ -49,6 +49,7 @@ void scan_init(void);
 // thread of the agent's own (every program thread parked): sp, lo and nregs 0.
 int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_request_t* req);
 void scan_park_self(void); // called when park_pending was set while busy
+void scan_park_owed(void); // thread_unlock: a park asked for while it held the registry's lock
 void scan_note_dead_stack(uintptr_t sp, uintptr_t tp);
 
 #endif

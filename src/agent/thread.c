@@ -39,12 +39,37 @@ static hl_thread_t* free_states;
 // the first 4 KiB of it, not all 16 pages (a fault each) to link them into free_states.
 static hl_thread_t *unused_state, *unused_end;
 
+// A thread holding the registry's lock must not park for a stop of the world: the writer takes
+// the lock to drain, with the world stopped. Asked to while it holds the lock (making its own
+// state, ending, taking a ring), it parks as it lets go. Its holder is known by its thread
+// pointer: no system call.
+static _Atomic uintptr_t registry_owner;     // the holder's thread pointer (0: none)
+static _Atomic uintptr_t registry_park_owed; // the holder was asked to park (its thread pointer)
+
+static inline uintptr_t self_pointer(void) {
+    return (uintptr_t)__builtin_thread_pointer();
+}
+
 void thread_lock(void) {
     while (atomic_exchange_explicit(&registry_lock, 1, memory_order_acquire))
         sched_yield();
+    atomic_store_explicit(&registry_owner, self_pointer(), memory_order_relaxed);
 }
 void thread_unlock(void) {
+    atomic_store_explicit(&registry_owner, 0, memory_order_relaxed);
     atomic_store_explicit(&registry_lock, 0, memory_order_release);
+    if (hl_unlikely(atomic_load_explicit(&registry_park_owed, memory_order_acquire) ==
+                    self_pointer())) {
+        atomic_store(&registry_park_owed, 0);
+        scan_park_owed();
+    }
+}
+
+int thread_owe_park_if_locked(void) {
+    if (atomic_load_explicit(&registry_owner, memory_order_relaxed) != self_pointer())
+        return 0;
+    atomic_store_explicit(&registry_park_owed, self_pointer(), memory_order_release);
+    return 1;
 }
 
 hl_ring_t* thread_rings(void) {
@@ -261,6 +286,18 @@ static hl_thread_t* clone_child_state(int tid) {
     return NULL;
 }
 
+hl_thread_t* thread_self_known(void) {
+    int mode = atomic_load(&hl_thread_key_ready);
+    if (!mode)
+        return &boot_state;
+    if (mode == HL_KEY_BY_TID) {
+        hl_thread_t* t = clone_child_state(os_gettid());
+        if (t)
+            return t;
+    }
+    return pthread_getspecific(hl_thread_key);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread states
 // ---------------------------------------------------------------------------------------------
@@ -338,6 +375,8 @@ int thread_attach(hl_thread_t* t) {
 // it held (those events describe the parent), and this thread starts a new id space.
 void thread_reset_after_fork(void) {
     atomic_store(&registry_lock, 0);
+    atomic_store(&registry_owner, 0);
+    atomic_store(&registry_park_owed, 0);
     for (hl_ring_t* r = ring_list; r; r = r->next) {
         atomic_store(&r->head, 0);
         atomic_store(&r->tail, 0);

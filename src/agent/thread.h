@@ -54,7 +54,13 @@ HL_INLINE hl_thread_t* thread_self(void) {
 HL_COLD int thread_attach(hl_thread_t* t); // 0, or -1 when tracing is off
 hl_ring_t* thread_rings(void);             // head of the registry (writer side)
 void thread_lock(void);
-void thread_unlock(void);
+void thread_unlock(void); // parks there when a stop of the world asked while it held the lock
+// In a stop's signal handler: 1 when this thread holds the registry's lock (it parks as it lets
+// go of it), else 0.
+int thread_owe_park_if_locked(void);
+// This thread's state if it has one yet (NULL: none), without making one: a signal handler's,
+// which may have come while this thread held the registry's lock to make its state.
+hl_thread_t* thread_self_known(void);
 void thread_reset_after_fork(void);
 int thread_key_init(void);
 uint32_t thread_count(void);

@@ -34,7 +34,7 @@ traced() { # traced NAME PROG ARGS...: its stdout in $WORK/NAME.out, its trace $
 # json NAME PYTHON-EXPR: the expression on the exit report (d), printed
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$WORK/$1.json"; }
 
-for p in api_c api_cxx api_f; do
+for p in api_c api_cxx api_f api_threads_scan; do
     [ -x "$T/$p" ] || { fail setup "no $T/$p (make $T/$p)"; finish; }
 done
 
@@ -225,6 +225,16 @@ if command -v valgrind >/dev/null 2>&1; then
     valgrind --leak-check=full "$T/api_c" leaks >/dev/null 2>"$WORK/leaks.vg"
     vg=$(sed -n 's/.*definitely lost: \([0-9,]*\) bytes in \([0-9,]*\) blocks.*/\1\/\2/p' "$WORK/leaks.vg" | tr -d ,)
     expect "leak checks: memcheck finds the same definitely lost at exit" "632/4" "$vg"
+fi
+
+# Stops of the world while threads start and end without pause: a thread asked to park while it
+# held the agent's thread registry (making its state, or ending) parks once it lets go, and every
+# scan comes back (it hung the program, the stop's handler waiting for the lock its own thread
+# held).
+if traced threads_scan "$T/api_threads_scan" 1500; then
+    expect "leak checks while threads start and end: every scan comes back" "scans 1500 of 1500" "$(cat "$WORK/threads_scan.out")"
+else
+    fail "leak checks while threads start and end: every scan comes back" "status $? (124: it hung) $(head -c 300 "$WORK/threads_scan.err")"
 fi
 
 finish
