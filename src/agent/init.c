@@ -305,6 +305,13 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
                "whole chunk", value);
         return;
     }
+    // Or while it held the thread registry (making its agent state, or ending), which every
+    // drain takes.
+    if (how == HL_END_SIGNAL && thread_lock_is_mine()) {
+        hl_log("signal %d came while this thread was starting or ending: the trace ends at its "
+               "last whole chunk", value);
+        return;
+    }
     int was_busy = thread_self()->busy;
     thread_self()->busy = 1;
     hl_thread_roots_t self; // this thread's roots, found before any thread is stopped

@@ -65,8 +65,12 @@ void thread_unlock(void) {
     }
 }
 
+int thread_lock_is_mine(void) {
+    return atomic_load_explicit(&registry_owner, memory_order_relaxed) == self_pointer();
+}
+
 int thread_owe_park_if_locked(void) {
-    if (atomic_load_explicit(&registry_owner, memory_order_relaxed) != self_pointer())
+    if (!thread_lock_is_mine())
         return 0;
     atomic_store_explicit(&registry_park_owed, self_pointer(), memory_order_release);
     return 1;

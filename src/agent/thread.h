@@ -55,6 +55,7 @@ HL_COLD int thread_attach(hl_thread_t* t); // 0, or -1 when tracing is off
 hl_ring_t* thread_rings(void);             // head of the registry (writer side)
 void thread_lock(void);
 void thread_unlock(void); // parks there when a stop of the world asked while it held the lock
+int thread_lock_is_mine(void); // in a signal handler: did it interrupt the registry's holder?
 // In a stop's signal handler: 1 when this thread holds the registry's lock (it parks as it lets
 // go of it), else 0.
 int thread_owe_park_if_locked(void);
