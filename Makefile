@@ -225,12 +225,12 @@ $(BUILD)/programs/foreign_static_pie: tests/programs/foreign_static_pie.c tests/
 
 # The in-program API's test programs, linked with the API library of this build.
 API_TEST_PROGS := $(BUILD)/tests/api/api_c $(BUILD)/tests/api/api_cxx $(BUILD)/tests/api/api_f \
-                  $(BUILD)/tests/api/api_threads_scan
+                  $(BUILD)/tests/api/api_threads_scan $(BUILD)/tests/api/api_realloc_switch
 API_LINK := -L$(BUILD) -lheaplens-api -Wl,-rpath,$(abspath $(BUILD))
 $(BUILD)/tests/api/api_c: tests/api/api_c.c include/heaplens.h $(API_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -Wall -fno-omit-frame-pointer -rdynamic -Iinclude -o $@ $< $(API_LINK) -pthread -ldl
-$(BUILD)/tests/api/api_threads_scan: tests/api/api_threads_scan.c include/heaplens.h $(API_LIBS)
+$(BUILD)/tests/api/api_threads_scan $(BUILD)/tests/api/api_realloc_switch: $(BUILD)/tests/api/%: tests/api/%.c include/heaplens.h $(API_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -Wall -Wextra -Iinclude -o $@ $< $(API_LINK) -pthread
 $(BUILD)/tests/api/api_cxx: tests/api/api_cxx.cc include/heaplens.h $(API_LIBS)

@@ -104,7 +104,7 @@ void* check_realloc(hl_thread_t* t, const hl_block_t* old, size_t size, int fn) 
     }
     char* q = checked_make(size, 16, fn, 0);
     if (!q) {
-        record_realloc_undo(old);
+        record_realloc_undo(t, old);
         return NULL;
     }
     memcpy(q, (const void*)old->addr, old->size < size ? old->size : size);

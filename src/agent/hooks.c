@@ -295,7 +295,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
         char* r = hl_real.realloc(real, layout_headed_size(size));
         q = r ? r + HL_HEADER : NULL;
         if (!r) {
-            record_realloc_undo(&old);
+            record_realloc_undo(t, &old);
         } else if (hl_likely(live_header_room((uintptr_t)q))) {
             record_realloc_done(t, &old, q, size, fn);
         } else { // no mark for its new place: moved to a block without a header
@@ -305,7 +305,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
     } else {
         q = hl_real.realloc(p, layout_padded(size));
         if (!q)
-            record_realloc_undo(&old);
+            record_realloc_undo(t, &old);
         else
             record_realloc_done(t, &old, q, size, fn);
     }

@@ -224,6 +224,14 @@ void* record_free_untraced(void* p) {
 
 // realloc removes the old block before the real call (its address may be handed to another
 // thread the moment the allocator releases it) and puts it back if the call fails.
+static inline void unsaid_set(hl_ring_t* r, const hl_block_t* b) {
+    r->unsaid = *b;
+    atomic_store_explicit(&r->has_unsaid, 1, memory_order_release);
+}
+static inline void unsaid_clear(hl_ring_t* r) {
+    atomic_store_explicit(&r->has_unsaid, 0, memory_order_relaxed);
+}
+
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return -1;
@@ -231,6 +239,8 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     uint32_t here = hl_opt.release_stacks ? stack_capture_release(t) : 0;
     int state = live_remove((uintptr_t)p, old, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
+        if (!old->is_internal)
+            unsaid_set(t->ring, old);
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
             error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
         if (old->headed)
@@ -251,13 +261,15 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     return 2;
 }
 
-void record_realloc_undo(const hl_block_t* old) {
+void record_realloc_undo(hl_thread_t* t, const hl_block_t* old) {
     live_insert(old);
+    unsaid_clear(t->ring);
 }
 
 void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn) {
     if (!old->is_internal)
         push_free(t, old, fn);
+    unsaid_clear(t->ring);
     if (!q)
         return;
     // Checking keeps the old block's layout (check.c); else guards follow the option.

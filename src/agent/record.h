@@ -33,7 +33,7 @@ void record_internal_free(void* p);
 // realloc: 0 = old block removed into *old; 1 = unknown block, pass through; 2 = heap error,
 // do not call the allocator; -1 = tracing off.
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old);
-void record_realloc_undo(const hl_block_t* old);
+void record_realloc_undo(hl_thread_t* t, const hl_block_t* old);
 void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/compiler.h"
+#include "live.h"
 
 enum hl_event_kind {
     EV_ALLOC = 1, // size, aux = stack id, fn
@@ -64,6 +65,11 @@ typedef struct hl_ring_s {
     uint32_t alloc_trace;                // the trace its latest ALLOC went to (a FREE_TEMP's site)
     hl_ring_stats_t st;                  // (see hl_ring_stats_t)
     _Alignas(64) uint32_t released_next; // owner's: count of released[] entries written
+    // A realloc's old block from its removal from the live table until its FREE is in this ring
+    // (record.c): a report or a watch's callback in between may park the thread there, and a
+    // new trace's snapshot (writer.c) must still say the block.
+    _Atomic int has_unsaid;
+    hl_block_t unsaid;
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;

@@ -343,6 +343,7 @@ static hl_ring_t* ring_take(void) {
             atomic_store(&r->tail, 0);
             r->tail_cache = 0;
             atomic_store(&r->waiting_kind, 0);
+            atomic_store(&r->has_unsaid, 0);
             r->st = (hl_ring_stats_t){0};
             atomic_store(&r->is_dead, 0);
             return r;
@@ -386,6 +387,7 @@ void thread_reset_after_fork(void) {
         atomic_store(&r->tail, 0);
         r->tail_cache = 0;
         atomic_store(&r->waiting_kind, 0); // its thread is not here
+        atomic_store(&r->has_unsaid, 0);
         atomic_store(&r->is_dead, 2);
     }
     // The parent's clone children are not here (what their rings held describes the parent).

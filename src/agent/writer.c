@@ -332,6 +332,11 @@ static void preamble(void) {
         totals.live_bytes = 0; // what is live is what the new trace begins with
         totals.live_blocks = 0;
         live_for_each(emit_inherited, NULL);
+        thread_lock(); // and the old blocks of reallocs under way, their FREE still to come
+        for (hl_ring_t* r = thread_rings(); r; r = r->next)
+            if (atomic_load_explicit(&r->has_unsaid, memory_order_acquire))
+                emit_inherited(&r->unsaid, NULL);
+        thread_unlock();
         is_begun_again = 0;
     } else {
         modules_refresh(&enc);

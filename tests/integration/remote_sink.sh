@@ -177,5 +177,42 @@ else
     pass "collector gone and no local file: one line, tracing stops, the program runs on"
 fi
 
+# 6: the collector goes away while a thread is inside a realloc, in its watch callback
+# (api_realloc_switch waits there for a cue): the block being resized is out of the live table
+# and its FREE not yet made when the new trace's snapshot is taken. The snapshot still says it,
+# and the local trace ends with what the file trace ends with in use.
+RS="$BUILD/tests/api/api_realloc_switch"
+if [ ! -x "$RS" ]; then
+    fail "collector gone during a realloc" "no $RS (make $RS)"
+else
+    rm -rf "$D/cue" && mkdir "$D/cue" && touch "$D/cue/go"
+    HEAPLENS_OUTPUT="$D/rs.file.hl" LD_PRELOAD="$AGENT" "$RS" "$D/cue" >"$D/rs.native.out" 2>/dev/null
+    rm -rf "$D/cue" && mkdir "$D/cue"
+    rm -f "$D"/gone.*
+    collector "unix:$D/gone.rs.sock" "$D/gone.remote.hl" # keeps all it gets, until killed
+    gone=$!
+    HEAPLENS_OUTPUT="$D/rs.hl" HEAPLENS_REMOTE="unix:$D/gone.rs.sock" LD_PRELOAD="$AGENT" "$RS" "$D/cue" >"$D/out" 2>"$D/err" &
+    run=$!
+    for _ in $(seq 600); do [ -e "$D/cue/in_callback" ] && break; sleep 0.05; done
+    kill "$gone"
+    wait "$gone" 2>/dev/null
+    for _ in $(seq 600); do grep -q "went away" "$D/err" && break; sleep 0.05; done
+    touch "$D/cue/go"
+    wait "$run"
+    status=$?
+    read -r -a got <<<"$(totals "$D/rs.hl")"
+    read -r -a want <<<"$(totals "$D/rs.file.hl")"
+    if [ "$status" != 0 ] || ! cmp -s "$D/out" "$D/rs.native.out"; then
+        fail "collector gone during a realloc: output and status" "status $status"
+    elif ! grep -q "went away" "$D/err"; then
+        fail "collector gone during a realloc: the switch" "$(cat "$D/err")"
+    elif [ "${#got[@]}" != 10 ] || [ "${got[3]}" != "${want[3]}" ] || [ "${got[4]}" != "${want[4]}" ] ||
+         [ "${got[8]}" != True ]; then
+        fail "collector gone during a realloc: the snapshot says the block being resized" "${got[*]} / ${want[*]}"
+    else
+        pass "collector gone during a realloc: the new trace's snapshot says the block being resized (in use at the end ${got[3]} B in ${got[4]} blocks, as in the file trace)"
+    fi
+fi
+
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]
