@@ -316,18 +316,11 @@ int thread_key_init(void) {
 }
 
 hl_thread_t* thread_self_slow(void) {
-    int mode = atomic_load(&hl_thread_key_ready);
-    if (!mode)
-        return &boot_state;
-    if (mode == HL_KEY_BY_TID) {
-        hl_thread_t* t = clone_child_state(os_gettid());
-        if (!t)
-            t = pthread_getspecific(hl_thread_key);
-        if (t)
-            return t;
-    }
+    hl_thread_t* t = thread_self_known();
+    if (t)
+        return t;
     thread_lock();
-    hl_thread_t* t = state_new_locked();
+    t = state_new_locked();
     thread_unlock();
     if (!t)
         return &boot_state;

@@ -17,13 +17,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 200000; i++) {
         if (i == 100000 && argc > 1)
             wait_for_go(argv[1]);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        size_t k = (size_t)(x >> 40) % NSLOTS;
-        free(slots[k]);
-        slots[k] = malloc(1 + (size_t)(x % 4000));
-        keep(slots[k]);
+        churn_random_pair(&x, slots, NSLOTS);
     }
     for (int k = 0; k < NSLOTS; k++)
         free(slots[k]);

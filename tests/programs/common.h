@@ -12,7 +12,9 @@
 #ifndef HL_TEST_COMMON_H
 #define HL_TEST_COMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,32 @@ static inline int dir_has(const char* dir, const char* name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return access(path, F_OK) == 0;
+}
+
+// One malloc/free pair of pseudo-random size (1..4000 bytes) into one of the n slots picked by
+// *x (xorshift64), whose block is freed first: a trace that compresses poorly.
+__attribute__((unused)) static inline void churn_random_pair(uint64_t* x, void** slots, size_t n) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    size_t k = (size_t)(*x >> 40) % n;
+    free(slots[k]);
+    slots[k] = malloc(1 + (size_t)(*x % 4000));
+    keep(slots[k]);
+}
+
+// Runs fn((void*)0) .. fn((void*)(n - 1)) on n threads at once and waits for them all: 0, or -1
+// when not every thread could be made (the ones made are waited for).
+#define HL_MAX_WORKERS 64
+__attribute__((unused)) static int run_workers(int n, void* (*fn)(void*)) {
+    pthread_t t[HL_MAX_WORKERS];
+    int made = 0;
+    while (made < n && made < HL_MAX_WORKERS &&
+           pthread_create(&t[made], NULL, fn, (void*)(long)made) == 0)
+        made++;
+    for (int i = 0; i < made; i++)
+        pthread_join(t[i], NULL);
+    return made == n ? 0 : -1;
 }
 
 // Until DIR/go exists, at most HL_CUE_WAIT_MS (then on anyway: the test that waits fails).

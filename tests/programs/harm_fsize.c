@@ -33,13 +33,7 @@ static void on_xfsz(int sig) {
 NOINLINE static void churn(void) {
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < ROUNDS; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        size_t k = (size_t)(x >> 40) % NSLOTS;
-        free(slots[k]);
-        slots[k] = malloc(1 + (size_t)(x % 4000));
-        keep(slots[k]);
+        churn_random_pair(&x, slots, NSLOTS);
     }
     for (int k = 0; k < NSLOTS; k++)
         free(slots[k]);

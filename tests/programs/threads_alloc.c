@@ -57,12 +57,8 @@ NOINLINE static void main_frees_handoff(void) {
 
 int main(void) {
     handoff = malloc(WORKERS * HANDOFF * sizeof(void*));
-    pthread_t t[WORKERS];
-    for (long i = 0; i < WORKERS; i++)
-        if (pthread_create(&t[i], NULL, worker, (void*)i) != 0)
-            return 2;
-    for (int i = 0; i < WORKERS; i++)
-        pthread_join(t[i], NULL);
+    if (run_workers(WORKERS, worker) != 0)
+        return 2;
     main_frees_handoff();
     scrub_stack();
     say("threads_alloc done\n");

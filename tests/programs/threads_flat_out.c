@@ -23,13 +23,7 @@ NOINLINE static void* worker(void* arg) {
     for (int i = 0; cue_dir || i < PAIRS; i++) {
         if (cue_dir && i % CUE_EVERY == 0 && dir_has(cue_dir, "go"))
             break;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        size_t k = (size_t)(x >> 40) % NSLOTS;
-        free(slots[k]);
-        slots[k] = malloc(1 + (size_t)(x % 4000));
-        keep(slots[k]);
+        churn_random_pair(&x, slots, NSLOTS);
     }
     for (int k = 0; k < NSLOTS; k++)
         free(slots[k]);
@@ -38,12 +32,8 @@ NOINLINE static void* worker(void* arg) {
 
 int main(int argc, char** argv) {
     cue_dir = argc > 1 ? argv[1] : NULL;
-    pthread_t t[WORKERS];
-    for (long i = 0; i < WORKERS; i++)
-        if (pthread_create(&t[i], NULL, worker, (void*)i) != 0)
-            return 2;
-    for (int i = 0; i < WORKERS; i++)
-        pthread_join(t[i], NULL);
+    if (run_workers(WORKERS, worker) != 0)
+        return 2;
     say("threads_flat_out done\n");
     return 0;
 }
