@@ -224,12 +224,18 @@ void* record_free_untraced(void* p) {
 
 // realloc removes the old block before the real call (its address may be handed to another
 // thread the moment the allocator releases it) and puts it back if the call fails.
-static inline void unsaid_set(hl_ring_t* r, const hl_block_t* b) {
-    r->unsaid = *b;
-    atomic_store_explicit(&r->has_unsaid, 1, memory_order_release);
+static inline void unsaid_push(hl_ring_t* r, const hl_block_t* b) {
+    int depth = atomic_load_explicit(&r->unsaid_depth, memory_order_relaxed);
+    if (depth < HL_UNSAID)
+        r->unsaid[depth] = *b;
+    atomic_store_explicit(&r->unsaid_depth, depth + 1, memory_order_release);
 }
-static inline void unsaid_clear(hl_ring_t* r) {
-    atomic_store_explicit(&r->has_unsaid, 0, memory_order_relaxed);
+// Before the FREE is made: a FREE held waiting for ring space is dropped from a new trace
+// (void_waiting_events), and the snapshot must then not say the block either.
+static inline void unsaid_pop(hl_thread_t* t) {
+    hl_ring_t* r = t->ring; // none in a child forked inside a watch's callback
+    if (r && atomic_load_explicit(&r->unsaid_depth, memory_order_relaxed) > 0)
+        atomic_fetch_sub_explicit(&r->unsaid_depth, 1, memory_order_release);
 }
 
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
@@ -240,7 +246,7 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     int state = live_remove((uintptr_t)p, old, here);
     if (hl_likely(state == HL_BLOCK_LIVE)) {
         if (!old->is_internal)
-            unsaid_set(t->ring, old);
+            unsaid_push(t->ring, old);
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
             error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
         if (old->headed)
@@ -263,13 +269,17 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
 
 void record_realloc_undo(hl_thread_t* t, const hl_block_t* old) {
     live_insert(old);
-    unsaid_clear(t->ring);
+    if (!old->is_internal)
+        unsaid_pop(t);
 }
 
 void record_realloc_done(hl_thread_t* t, const hl_block_t* old, void* q, size_t size, int fn) {
-    if (!old->is_internal)
+    if (!old->is_internal) {
+        unsaid_pop(t);
+        if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
+            return; // forked inside a watch's callback, and not tracing here
         push_free(t, old, fn);
-    unsaid_clear(t->ring);
+    }
     if (!q)
         return;
     // Checking keeps the old block's layout (check.c); else guards follow the option.

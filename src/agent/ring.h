@@ -43,6 +43,7 @@ typedef struct hl_event_s {
 // A header block its thread released (a header block's own record is the allocator's then):
 // what a double free of it reports.
 #define HL_RELEASED 128
+#define HL_UNSAID 4 // reallocs under way on one thread, one inside another's watch callback
 typedef struct hl_released_s {
     uintptr_t addr;
     uint64_t size;
@@ -65,11 +66,12 @@ typedef struct hl_ring_s {
     uint32_t alloc_trace;                // the trace its latest ALLOC went to (a FREE_TEMP's site)
     hl_ring_stats_t st;                  // (see hl_ring_stats_t)
     _Alignas(64) uint32_t released_next; // owner's: count of released[] entries written
-    // A realloc's old block from its removal from the live table until its FREE is in this ring
-    // (record.c): a report or a watch's callback in between may park the thread there, and a
-    // new trace's snapshot (writer.c) must still say the block.
-    _Atomic int has_unsaid;
-    hl_block_t unsaid;
+    // The old blocks of this thread's reallocs under way, from their removal from the live table
+    // until their FREE is made (record.c): a report or a watch's callback in between may park
+    // the thread there, and a new trace's snapshot (writer.c) must still say them. A callback may
+    // realloc in turn: the first HL_UNSAID of the nested calls are kept.
+    _Atomic int unsaid_depth;
+    hl_block_t unsaid[HL_UNSAID];
     hl_released_t released[HL_RELEASED];
     hl_event_t events[HL_RING_EVENTS];
 } hl_ring_t;

@@ -26,7 +26,6 @@ pthread_key_t hl_thread_key;
 _Atomic int hl_thread_key_ready;
 
 static hl_ring_t* ring_list; // every ring ever made, newest first
-static _Atomic int registry_lock;
 static _Atomic uint32_t next_index;
 
 // Until the key exists (the first moments of the process, one thread) everyone shares this.
@@ -41,38 +40,41 @@ static hl_thread_t *unused_state, *unused_end;
 
 // A thread holding the registry's lock must not park for a stop of the world: the writer takes
 // the lock to drain, with the world stopped. Asked to while it holds the lock (making its own
-// state, ending, taking a ring), it parks as it lets go. Its holder is known by its thread
-// pointer: no system call.
-static _Atomic uintptr_t registry_owner;     // the holder's thread pointer (0: none)
-static _Atomic uintptr_t registry_park_owed; // the holder was asked to park (its thread pointer)
+// state, ending, taking a ring), it parks as it lets go. The lock word is its holder's thread
+// pointer (no system call to know it), and the low bit says a park is owed: taken, tested and
+// let go of in one step each, so no signal finds the lock held but not yet said to be its own.
+#define REGISTRY_PARK_OWED 1u // thread pointers are aligned far past this bit
+static _Atomic uintptr_t registry_lock; // 0: free; else the holder's thread pointer | owed
 
 static inline uintptr_t self_pointer(void) {
     return (uintptr_t)__builtin_thread_pointer();
 }
 
 void thread_lock(void) {
-    while (atomic_exchange_explicit(&registry_lock, 1, memory_order_acquire))
+    uintptr_t me = self_pointer();
+    for (;;) {
+        uintptr_t free_word = 0;
+        if (atomic_compare_exchange_weak_explicit(&registry_lock, &free_word, me,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return;
         sched_yield();
-    atomic_store_explicit(&registry_owner, self_pointer(), memory_order_relaxed);
+    }
 }
 void thread_unlock(void) {
-    atomic_store_explicit(&registry_owner, 0, memory_order_relaxed);
-    atomic_store_explicit(&registry_lock, 0, memory_order_release);
-    if (hl_unlikely(atomic_load_explicit(&registry_park_owed, memory_order_acquire) ==
-                    self_pointer())) {
-        atomic_store(&registry_park_owed, 0);
+    uintptr_t was = atomic_exchange_explicit(&registry_lock, 0, memory_order_release);
+    if (hl_unlikely(was & REGISTRY_PARK_OWED))
         scan_park_owed();
-    }
 }
 
 int thread_lock_is_mine(void) {
-    return atomic_load_explicit(&registry_owner, memory_order_relaxed) == self_pointer();
+    uintptr_t word = atomic_load_explicit(&registry_lock, memory_order_relaxed);
+    return (word & ~(uintptr_t)REGISTRY_PARK_OWED) == self_pointer();
 }
 
 int thread_owe_park_if_locked(void) {
     if (!thread_lock_is_mine())
         return 0;
-    atomic_store_explicit(&registry_park_owed, self_pointer(), memory_order_release);
+    atomic_fetch_or_explicit(&registry_lock, REGISTRY_PARK_OWED, memory_order_relaxed);
     return 1;
 }
 
@@ -336,7 +338,7 @@ static hl_ring_t* ring_take(void) {
             atomic_store(&r->tail, 0);
             r->tail_cache = 0;
             atomic_store(&r->waiting_kind, 0);
-            atomic_store(&r->has_unsaid, 0);
+            atomic_store(&r->unsaid_depth, 0);
             r->st = (hl_ring_stats_t){0};
             atomic_store(&r->is_dead, 0);
             return r;
@@ -373,14 +375,12 @@ int thread_attach(hl_thread_t* t) {
 // it held (those events describe the parent), and this thread starts a new id space.
 void thread_reset_after_fork(void) {
     atomic_store(&registry_lock, 0);
-    atomic_store(&registry_owner, 0);
-    atomic_store(&registry_park_owed, 0);
     for (hl_ring_t* r = ring_list; r; r = r->next) {
         atomic_store(&r->head, 0);
         atomic_store(&r->tail, 0);
         r->tail_cache = 0;
         atomic_store(&r->waiting_kind, 0); // its thread is not here
-        atomic_store(&r->has_unsaid, 0);
+        atomic_store(&r->unsaid_depth, 0);
         atomic_store(&r->is_dead, 2);
     }
     // The parent's clone children are not here (what their rings held describes the parent).

@@ -333,9 +333,11 @@ static void preamble(void) {
         totals.live_blocks = 0;
         live_for_each(emit_inherited, NULL);
         thread_lock(); // and the old blocks of reallocs under way, their FREE still to come
-        for (hl_ring_t* r = thread_rings(); r; r = r->next)
-            if (atomic_load_explicit(&r->has_unsaid, memory_order_acquire))
-                emit_inherited(&r->unsaid, NULL);
+        for (hl_ring_t* r = thread_rings(); r; r = r->next) {
+            int depth = atomic_load_explicit(&r->unsaid_depth, memory_order_acquire);
+            for (int k = 0; k < depth && k < HL_UNSAID; k++)
+                emit_inherited(&r->unsaid[k], NULL);
+        }
         thread_unlock();
         is_begun_again = 0;
     } else {
