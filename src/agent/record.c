@@ -222,8 +222,7 @@ void* record_free_untraced(void* p) {
     return state == HL_BLOCK_LIVE && b.headed ? (char*)p - HL_HEADER : p;
 }
 
-// realloc removes the old block before the real call (its address may be handed to another
-// thread the moment the allocator releases it) and puts it back if the call fails.
+// The old block of a realloc under way (ring.h: unsaid), owner's only.
 static inline void unsaid_push(hl_ring_t* r, const hl_block_t* b) {
     int depth = atomic_load_explicit(&r->unsaid_depth, memory_order_relaxed);
     if (depth < HL_UNSAID)
@@ -234,10 +233,13 @@ static inline void unsaid_push(hl_ring_t* r, const hl_block_t* b) {
 // (void_waiting_events), and the snapshot must then not say the block either.
 static inline void unsaid_pop(hl_thread_t* t) {
     hl_ring_t* r = t->ring; // none in a child forked inside a watch's callback
-    if (r && atomic_load_explicit(&r->unsaid_depth, memory_order_relaxed) > 0)
-        atomic_fetch_sub_explicit(&r->unsaid_depth, 1, memory_order_release);
+    int depth = r ? atomic_load_explicit(&r->unsaid_depth, memory_order_relaxed) : 0;
+    if (depth > 0)
+        atomic_store_explicit(&r->unsaid_depth, depth - 1, memory_order_release);
 }
 
+// realloc removes the old block before the real call (its address may be handed to another
+// thread the moment the allocator releases it) and puts it back if the call fails.
 int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
     if (hl_unlikely(!t->ring) && attach_slow(t) != 0)
         return -1;
