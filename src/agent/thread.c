@@ -330,15 +330,20 @@ hl_thread_t* thread_self_slow(void) {
     return t;
 }
 
+// A ring emptied for a thread to come: what it held and what its last owner was doing.
+static void ring_reset(hl_ring_t* r) {
+    atomic_store(&r->head, 0);
+    atomic_store(&r->tail, 0);
+    r->tail_cache = 0;
+    atomic_store(&r->waiting_kind, 0);
+    atomic_store(&r->unsaid_depth, 0);
+}
+
 static hl_ring_t* ring_take(void) {
     // A dead ring the writer has fully drained can be handed out again.
     for (hl_ring_t* r = ring_list; r; r = r->next) {
         if (atomic_load_explicit(&r->is_dead, memory_order_acquire) == 2) {
-            atomic_store(&r->head, 0);
-            atomic_store(&r->tail, 0);
-            r->tail_cache = 0;
-            atomic_store(&r->waiting_kind, 0);
-            atomic_store(&r->unsaid_depth, 0);
+            ring_reset(r);
             r->st = (hl_ring_stats_t){0};
             atomic_store(&r->is_dead, 0);
             return r;
@@ -376,11 +381,7 @@ int thread_attach(hl_thread_t* t) {
 void thread_reset_after_fork(void) {
     atomic_store(&registry_lock, 0);
     for (hl_ring_t* r = ring_list; r; r = r->next) {
-        atomic_store(&r->head, 0);
-        atomic_store(&r->tail, 0);
-        r->tail_cache = 0;
-        atomic_store(&r->waiting_kind, 0); // its thread is not here
-        atomic_store(&r->unsaid_depth, 0);
+        ring_reset(r); // its thread is not here
         atomic_store(&r->is_dead, 2);
     }
     // The parent's clone children are not here (what their rings held describes the parent).

@@ -648,6 +648,9 @@ static inline uint32_t rule_table_mask(uintptr_t t) {
 static inline uint32_t rule_table_sets(uintptr_t t) {
     return rule_table_mask(t) + 1;
 }
+static inline size_t rule_table_bytes(uintptr_t t) {
+    return (size_t)rule_table_sets(t) * HL_RULE_WAYS * sizeof(cache_entry_t);
+}
 
 // The thread of a single-threaded process that has walked this many stacks goes on to touch
 // nearly all of its state (rules land on pages at random, new walks take the slots in turn):
@@ -965,7 +968,7 @@ static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
     while (entries > was && !atomic_compare_exchange_weak(&rule_entries_max, &was, entries))
         ;
     if (old != st->first_rules)
-        os_discard(old, (size_t)sets * HL_RULE_WAYS * sizeof *old);
+        os_discard(old, rule_table_bytes(table));
 }
 
 static HL_NOINLINE HL_COLD rule_t rule_miss(unwind_state_t* st, cache_entry_t* set,
@@ -1276,8 +1279,7 @@ static HL_NOINLINE uint32_t capture(hl_thread_t* t, int which, int looked) {
         return capture_general(which == 1 && max > HL_RELEASE_DEPTH ? HL_RELEASE_DEPTH : max);
     unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
     if (hl_unlikely(st->generation != generation)) {
-        os_discard(rule_table_at(st->rule_table),
-                   rule_table_sets(st->rule_table) * HL_RULE_WAYS * sizeof(cache_entry_t));
+        os_discard(rule_table_at(st->rule_table), rule_table_bytes(st->rule_table));
         memset(&st->resumes, 0, sizeof st->resumes);
         st->generation = generation;
     }
