@@ -39,7 +39,20 @@ typedef struct hl_event_s {
     uint16_t extra;
 } hl_event_t;
 
-#define HL_RING_EVENTS 16384u
+// A ring starts small and grows while its thread makes events fast: every thread's ring was 384
+// KiB of memory once it had made that many events, however slowly (32 threads making bursts of
+// allocations: 11 of the 21 MiB the program took over its own). A small ring fed flat out
+// would wake a sleeping writer at every quarter, a system call each 256 events (cxx: a third
+// slower). So a ring whose quarters come HL_RING_BUSY_QUARTERS times in a row, each within
+// HL_RING_QUARTER_NS of the one before (256 events a millisecond, or fills), grows at once to
+// the most a ring holds, which the writer's naps are timed for (by steps, a ring a quarter of
+// that filled at each nap, and the thread waited); bursts that a pause ends keep it small. It
+// grows where no event the writer has yet to take would move under the larger mask
+// (ring_grow_at: within 16384 events of the decision).
+#define HL_RING_EVENTS 16384u      // the most a ring holds
+#define HL_RING_FIRST_EVENTS 1024u // what a new ring holds: 24 KiB
+#define HL_RING_BUSY_QUARTERS 16
+#define HL_RING_QUARTER_NS 1000000u
 // A header block its thread released (a header block's own record is the allocator's then):
 // what a double free of it reports.
 #define HL_RELEASED 128
@@ -54,6 +67,12 @@ typedef struct hl_released_s {
 typedef struct hl_ring_s {
     _Alignas(64) _Atomic uint64_t head; // written by the producer only
     uint64_t tail_cache;                // producer's last view of tail
+    // Events it holds less one. The producer's; it changes only while the ring is empty
+    // (ring_wait_space), so the consumer, which reads it after head, reads the mask of every
+    // event between tail and head.
+    _Atomic uint64_t mask;
+    uint64_t quarter_ticks;  // clock_ticks() at the latest quarter or fill
+    uint32_t busy_quarters;  // quarters and fills in a row, each soon after the one before
     _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
     _Alignas(64) uint32_t thread_index;
     int tid;
@@ -63,6 +82,7 @@ typedef struct hl_ring_s {
     // The writer's, written at every event it takes: a line of their own, so that the owner's
     // own writes below (a release of a header block) do not have to take it back each time.
     _Alignas(64) uint64_t known_ticks;   // the latest time known for this ring's events
+    uint64_t drain_mask;                 // mask as read after head, for the events up to it
     uint32_t alloc_trace;                // the trace its latest ALLOC went to (a FREE_TEMP's site)
     hl_ring_stats_t st;                  // (see hl_ring_stats_t)
     _Alignas(64) uint32_t released_next; // owner's: count of released[] entries written
@@ -99,21 +119,28 @@ HL_COLD void writer_start_due(void);
 // (hl_prefetch_own: a read prefetch would bring the line shared, and the store would still wait
 // for the writer's copy to be dropped).
 #define HL_RING_AHEAD 16 // events: 6 lines ahead, a microsecond of a busy program's calls
+HL_INLINE uint64_t ring_mask(const hl_ring_t* r) {
+    return atomic_load_explicit(&r->mask, memory_order_relaxed);
+}
+
 HL_INLINE hl_event_t* ring_slot(hl_ring_t* r, int kind) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (hl_unlikely(h - r->tail_cache >= HL_RING_EVENTS)) {
+    uint64_t mask = ring_mask(r);
+    if (hl_unlikely(h - r->tail_cache > mask)) {
         r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (h - r->tail_cache >= HL_RING_EVENTS)
+        if (h - r->tail_cache > mask) {
             ring_wait_space(r, kind);
+            mask = ring_mask(r);
+        }
     }
-    hl_prefetch_own(&r->events[(h + HL_RING_AHEAD) & (HL_RING_EVENTS - 1)]);
-    return &r->events[h & (HL_RING_EVENTS - 1)];
+    hl_prefetch_own(&r->events[(h + HL_RING_AHEAD) & mask]);
+    return &r->events[h & mask];
 }
 
 HL_INLINE void ring_commit(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
     atomic_store_explicit(&r->head, h, memory_order_release);
-    if (hl_unlikely((h & (HL_RING_EVENTS / 4 - 1)) == 0))
+    if (hl_unlikely((h & (ring_mask(r) >> 2)) == 0)) // a quarter of the ring
         ring_quarter(r, h);
 }
 

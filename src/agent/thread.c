@@ -352,6 +352,7 @@ static hl_ring_t* ring_take(void) {
     hl_ring_t* r = os_map(sizeof(hl_ring_t));
     if (!r)
         return NULL;
+    atomic_store(&r->mask, HL_RING_FIRST_EVENTS - 1);
     r->next = ring_list;
     ring_list = r;
     return r;
