@@ -19,7 +19,7 @@ HEADERS := $(wildcard src/*/*.h include/*.h)
 TEST_HEADERS := $(wildcard tests/*.h tests/unit/*.h)
 
 UNIT_TESTS := test_varint test_checkopts test_classify test_symbols test_reader test_aggregate test_got test_heap_traced test_json_stacks test_agent_core \
-              test_epoch test_gsites test_pagemap test_addr_sort test_sites test_chunk
+              test_epoch test_gsites test_pagemap test_addr_sort test_sites test_chunk test_ring
 PROGRAMS := $(BUILD)/programs/libplugin.so $(BUILD)/programs/libforeign.so $(BUILD)/programs/libforeign_lazy.so \
             $(BUILD)/programs/libforeign_noplt.so \
             $(patsubst tests/programs/%.c,$(BUILD)/programs/%,$(wildcard tests/programs/*.c)) \
@@ -126,6 +126,10 @@ EPOCH_TEST_SRC := $(addprefix src/agent/,epoch.c live.c live_header.c live_spill
 $(BUILD)/tests/test_epoch: tests/unit/test_epoch.c $(EPOCH_TEST_SRC) $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_epoch.c $(EPOCH_TEST_SRC)
+# The rule a thread's ring grows by (ring.h, header only).
+$(BUILD)/tests/test_ring: tests/unit/test_ring.c $(HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_ring.c
 $(BUILD)/tests/test_pagemap: tests/unit/test_pagemap.c src/agent/pagemap.c $(HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests -o $@ tests/unit/test_pagemap.c src/agent/pagemap.c

@@ -41,14 +41,13 @@ typedef struct hl_event_s {
 
 // A ring starts small and grows while its thread makes events fast: every thread's ring was 384
 // KiB of memory once it had made that many events, however slowly (32 threads making bursts of
-// allocations: 11 of the 21 MiB the program took over its own). A small ring fed flat out
-// would wake a sleeping writer at every quarter, a system call each 256 events (cxx: a third
-// slower). So a ring whose quarters come HL_RING_BUSY_QUARTERS times in a row, each within
-// HL_RING_QUARTER_NS of the one before (256 events a millisecond, or fills), grows at once to
-// the most a ring holds, which the writer's naps are timed for (by steps, a ring a quarter of
-// that filled at each nap, and the thread waited); bursts that a pause ends keep it small. It
-// grows where no event the writer has yet to take would move under the larger mask
-// (ring_grow_at: within 16384 events of the decision).
+// allocations: 11 of the 21 MiB the program took over its own). A small ring fed flat out wakes
+// a sleeping writer at every quarter, a system call each 256 events (a ring of 2048 events made
+// cxx a quarter slower). So a ring whose quarters come HL_RING_BUSY_QUARTERS times in a row, each
+// within HL_RING_QUARTER_NS of the one before (256 events a millisecond; a fill counts always),
+// grows at once to the most a ring holds (by steps of four, cxx was 14% slower); bursts that a
+// pause ends keep it small. It grows where no event the writer has yet to take would move under
+// the larger mask (ring_grow_at: within 16384 events of the decision).
 #define HL_RING_EVENTS 16384u      // the most a ring holds
 #define HL_RING_FIRST_EVENTS 1024u // what a new ring holds: 24 KiB
 #define HL_RING_BUSY_QUARTERS 16
@@ -67,9 +66,9 @@ typedef struct hl_released_s {
 typedef struct hl_ring_s {
     _Alignas(64) _Atomic uint64_t head; // written by the producer only
     uint64_t tail_cache;                // producer's last view of tail
-    // Events it holds less one. The producer's; it changes only while the ring is empty
-    // (ring_wait_space), so the consumer, which reads it after head, reads the mask of every
-    // event between tail and head.
+    uint64_t own_mask;                  // producer's: the events it holds less one
+    // The same for the consumer, which reads it after head: it changes only where every event
+    // between tail and head has one slot under either value (ring_grow_at).
     _Atomic uint64_t mask;
     uint64_t quarter_ticks;  // clock_ticks() at the latest quarter or fill
     uint32_t busy_quarters;  // quarters and fills in a row, each soon after the one before
@@ -104,7 +103,17 @@ HL_COLD void writer_kick(void);
 enum { HL_WRITER_AWAKE = 0, HL_WRITER_ASLEEP = 1, HL_WRITER_NAPPING = 2 };
 extern _Atomic int hl_writer_sleeping;
 
-HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h); // at each quarter: wake a waiting writer
+// May a ring whose writer has yet to take the events [t, h) grow from mask to grown (both a
+// power of two less one)? Yes when each of them has one slot under either mask, so that the
+// writer finds it whichever mask it read, and no event the producer puts before the writer has
+// taken them all lands on one of their slots: the ring is empty (t == h, or one past:
+// void_waiting_events), or they all lie in the first mask + 1 slots of one grown + 1.
+HL_INLINE int ring_may_grow(uint64_t t, uint64_t h, uint64_t mask, uint64_t grown) {
+    return (int64_t)(h - t) <= 0 || ((t & ~grown) == ((h - 1) & ~grown) && ((h - 1) & grown) <= mask);
+}
+
+// Every HL_RING_FIRST_EVENTS / 4 events; at each quarter of the ring: wake a waiting writer.
+HL_COLD void ring_quarter(hl_ring_t* r, uint64_t h);
 
 // 1 in a fork child whose writer thread is not made yet (writer.c, writer_start_later): each of
 // its events is timed, and goes to writer_child_event once it is in the ring.
@@ -119,18 +128,14 @@ HL_COLD void writer_start_due(void);
 // (hl_prefetch_own: a read prefetch would bring the line shared, and the store would still wait
 // for the writer's copy to be dropped).
 #define HL_RING_AHEAD 16 // events: 6 lines ahead, a microsecond of a busy program's calls
-HL_INLINE uint64_t ring_mask(const hl_ring_t* r) {
-    return atomic_load_explicit(&r->mask, memory_order_relaxed);
-}
-
 HL_INLINE hl_event_t* ring_slot(hl_ring_t* r, int kind) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t mask = ring_mask(r);
+    uint64_t mask = r->own_mask;
     if (hl_unlikely(h - r->tail_cache > mask)) {
         r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (h - r->tail_cache > mask) {
             ring_wait_space(r, kind);
-            mask = ring_mask(r);
+            mask = r->own_mask;
         }
     }
     hl_prefetch_own(&r->events[(h + HL_RING_AHEAD) & mask]);
@@ -140,7 +145,8 @@ HL_INLINE hl_event_t* ring_slot(hl_ring_t* r, int kind) {
 HL_INLINE void ring_commit(hl_ring_t* r) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
     atomic_store_explicit(&r->head, h, memory_order_release);
-    if (hl_unlikely((h & (ring_mask(r) >> 2)) == 0)) // a quarter of the ring
+    // A quarter of the smallest ring: ring_quarter looks whether it is one of this ring's.
+    if (hl_unlikely((h & (HL_RING_FIRST_EVENTS / 4 - 1)) == 0))
         ring_quarter(r, h);
 }
 

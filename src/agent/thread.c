@@ -352,7 +352,8 @@ static hl_ring_t* ring_take(void) {
     hl_ring_t* r = os_map(sizeof(hl_ring_t));
     if (!r)
         return NULL;
-    atomic_store(&r->mask, HL_RING_FIRST_EVENTS - 1);
+    r->own_mask = HL_RING_FIRST_EVENTS - 1;
+    atomic_store(&r->mask, r->own_mask);
     r->next = ring_list;
     ring_list = r;
     return r;

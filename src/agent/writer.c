@@ -514,7 +514,8 @@ static uint64_t drain_all(void) {
                 continue;
             uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
             uint64_t tl = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            r->drain_mask = ring_mask(r); // after head: the mask of every event before it
+            // After head: the mask of every event before it.
+            r->drain_mask = atomic_load_explicit(&r->mask, memory_order_relaxed);
             if ((int64_t)(h - tl) <= 0) { // (one past: void_waiting_events)
                 if (dead == 1)
                     atomic_store_explicit(&r->is_dead, 2, memory_order_release);
@@ -872,38 +873,37 @@ static void* writer_main(void* arg) {
 }
 
 // The producer's, at a quarter of its ring or a fill (ring.h: HL_RING_BUSY_QUARTERS): 1 when
-// the ring is to grow.
-static int ring_is_busy(hl_ring_t* r) {
+// the ring is to grow. A fill counts however long since the last: the writer did not keep up.
+static int ring_is_busy(hl_ring_t* r, int is_fill) {
     uint64_t now = clock_ticks();
-    if ((double)(now - r->quarter_ticks) * ns_per_tick < HL_RING_QUARTER_NS)
+    if (is_fill || (double)(now - r->quarter_ticks) * ns_per_tick < HL_RING_QUARTER_NS)
         r->busy_quarters++;
     else
         r->busy_quarters = 0;
     r->quarter_ticks = now;
-    return r->busy_quarters >= HL_RING_BUSY_QUARTERS && ring_mask(r) < HL_RING_EVENTS - 1;
+    return r->busy_quarters >= HL_RING_BUSY_QUARTERS && r->own_mask < HL_RING_EVENTS - 1;
 }
 
-// The producer's: the mask grows if every event between tail and head (the writer's yet to
-// take) sits in the same slot under both masks, so that the writer finds each where it was put
-// whichever mask it read, and no later event lands on one of their slots: the ring is empty
-// (one past: void_waiting_events), or they all lie in the first old ring's length of one new
-// ring's length. Else it grows at a later quarter.
+// The producer's, at head h: the ring grows to the most a ring holds where ring_may_grow says it
+// may, else at a later quarter.
 static void ring_grow_at(hl_ring_t* r, uint64_t h) {
-    uint64_t mask = ring_mask(r), grown = HL_RING_EVENTS - 1;
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if ((int64_t)(h - t) > 0 && ((t & ~grown) != ((h - 1) & ~grown) || ((h - 1) & grown) > mask))
+    uint64_t grown = HL_RING_EVENTS - 1;
+    if (!ring_may_grow(atomic_load_explicit(&r->tail, memory_order_acquire), h, r->own_mask, grown))
         return;
+    r->own_mask = grown;
     atomic_store_explicit(&r->mask, grown, memory_order_relaxed);
     r->busy_quarters = 0;
 }
 
 void ring_quarter(hl_ring_t* r, uint64_t h) {
-    if (hl_unlikely(ring_is_busy(r)))
+    if (h & (r->own_mask >> 2))
+        return;
+    if (hl_unlikely(ring_is_busy(r, 0)))
         ring_grow_at(r, h);
     int how = atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed);
     if (how == HL_WRITER_ASLEEP ||
         (how == HL_WRITER_NAPPING &&
-         h - atomic_load_explicit(&r->tail, memory_order_relaxed) > ring_mask(r) / 2))
+         h - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->own_mask / 2))
         writer_kick();
 }
 
@@ -1062,7 +1062,7 @@ void writer_start_due(void) {
 static int ring_has_space(hl_ring_t* r) {
     r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
     return (int64_t)(atomic_load_explicit(&r->head, memory_order_relaxed) - r->tail_cache) <=
-           (int64_t)ring_mask(r);
+           (int64_t)r->own_mask;
 }
 
 void ring_wait_space(hl_ring_t* r, int kind) {
@@ -1083,7 +1083,7 @@ void ring_wait_space(hl_ring_t* r, int kind) {
         if (atomic_load(&hl_phase) != HL_ON || !atomic_load(&writer_running)) {
             // Tracing is over (the trace is finished, or its writer is gone): what is left in
             // the ring will never be written; the slot is handed out again.
-            atomic_store_explicit(&r->tail, atomic_load(&r->head) - ring_mask(r),
+            atomic_store_explicit(&r->tail, atomic_load(&r->head) - r->own_mask,
                                   memory_order_release);
             continue;
         }
@@ -1097,7 +1097,7 @@ void ring_wait_space(hl_ring_t* r, int kind) {
     }
     atomic_fetch_sub(&ring_waiters, 1);
     atomic_store_explicit(&r->waiting_kind, 0, memory_order_relaxed);
-    if (ring_is_busy(r))
+    if (ring_is_busy(r, 1))
         ring_grow_at(r, atomic_load_explicit(&r->head, memory_order_relaxed));
 }
 
