@@ -68,8 +68,10 @@ typedef struct hl_ring_s {
     uint64_t tail_cache;                // producer's last view of tail
     uint64_t own_mask;                  // producer's: the events it holds less one
     // The same for the consumer, which reads it after head: it changes only where every event
-    // between tail and head has one slot under either value (ring_grow_at).
-    _Atomic uint64_t mask;
+    // between tail and head has one slot under either value (ring_grow_at). Aligned as it
+    // would be anyway: on i386, where GCC 11 changed an _Atomic 64-bit field's alignment, an
+    // implicit one draws a note on every file that includes this.
+    _Alignas(8) _Atomic uint64_t mask;
     uint64_t quarter_ticks;  // clock_ticks() at the latest quarter or fill
     uint32_t busy_quarters;  // quarters and fills in a row, each soon after the one before
     _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
