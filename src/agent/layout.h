@@ -4,7 +4,7 @@
 // sides. The one place that knows how far the allocator's pointer is from the program's.
 //
 //   plain      [block][guard]                               allocator's pointer = block
-//   headed     [header 16][block][guard] (rounded to 16)    allocator's pointer = block - 16
+//   headed     [header 16][block][guard] (rounded: see below)  allocator's pointer = block - 16
 //   checked    [slack][front record 16][red zone][block][red zone]
 //              allocator's pointer = block - front, front = the record + the zone rounded up to
 //              the block's alignment; the record holds front (checked against the block's
@@ -18,6 +18,7 @@
 #include "../common/format.h"
 #include "live.h"
 #include "options.h"
+#include "real.h"
 
 // With guards on, the real block is size + guard bytes; a size near SIZE_MAX must still fail
 // the way the allocator fails it, not wrap around.
@@ -26,11 +27,20 @@ static inline size_t layout_padded(size_t size) {
     return size > SIZE_MAX - g ? SIZE_MAX : size + g;
 }
 
-// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded
-// to 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
+// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded to
+// 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
+// Over glibc's malloc, rounded to what fills one of its chunks: a chunk is a multiple of 16
+// bytes and begins with a size_t of glibc's, so a request 16k - sizeof(size_t) bytes long
+// wastes nothing (rounded to 16, a block of 32 bytes took a chunk of 80, where 64 hold it). A
+// block of 0 bytes is laid out as one of 1: its header and guard would fill a chunk to the
+// byte, and its pointer be the next chunk's address, which glibc's top pointer and free lists
+// hold (a leaked malloc(0) was found reachable through them).
 static inline size_t layout_headed_size(size_t size) {
     size_t extra = HL_HEADER + (size_t)hl_opt.guard + 15;
-    return size > SIZE_MAX - extra ? SIZE_MAX : (size + extra) & ~(size_t)15;
+    size_t word = hl_real.is_glibc ? sizeof(size_t) : 0;
+    if (size > SIZE_MAX - extra - word)
+        return SIZE_MAX;
+    return ((size + (size == 0) + extra + word) & ~(size_t)15) - word;
 }
 
 // The guard after a block (hl_opt.guard bytes, the red zone after it when checking). The

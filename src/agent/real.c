@@ -100,6 +100,9 @@ void real_resolve(void) {
     if (!hl_real.mmap64)
         hl_real.mmap64 = (void*)hl_real.mmap; // a 64-bit libc: the same function
     find_foreign();
+    // glibc's malloc is its __libc_malloc; a preloaded or foreign allocator is another function.
+    void* libc_malloc = dlsym(RTLD_NEXT, "__libc_malloc");
+    hl_real.is_glibc = libc_malloc && libc_malloc == (void*)hl_real.malloc;
     atomic_store(&hl_real_ready, 2);
 }
 

@@ -42,6 +42,9 @@ typedef struct hl_real_s {
     // glibc's own single-threaded flag (the one its fast paths read). An executable that names
     // __libc_single_threaded has a copy of its own, which is what that name means in here.
     char* libc_single_threaded;
+    // The allocator underneath is glibc's: it keeps a size_t before each chunk and hands out
+    // chunks of multiples of 16 bytes, each 16-aligned (layout.h sizes header blocks to that).
+    int is_glibc;
 } hl_real_t;
 
 extern hl_real_t hl_real;
