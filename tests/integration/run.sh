@@ -69,6 +69,19 @@ hl() {
     ST=$?
 }
 
+# memory_within PROG KEY KIB : the "KEY N" line PROG printed under heaplens (in $D/stdout) is at
+# most KIB more than the one it prints run natively (a figure of its own memory, in KiB).
+memory_within() {
+    local native traced
+    native=$("$PROGS/$1" | sed -n "s/^$2 //p")
+    traced=$(sed -n "s/^$2 //p" "$D/stdout")
+    if [ -n "$native" ] && [ -n "$traced" ] && [ $((traced - native)) -lt "$3" ]; then
+        pass "$1: $2 $native natively, $traced traced"
+    else
+        fail "$1" "$2 ${native:-?} natively, ${traced:-?} traced ($3 more at most)"
+    fi
+}
+
 # report CASE TRACE JSON : `heaplens report --json JSON TRACE`; sets RST, output in $D/report.*
 report() {
     (timeout -k 5 "$TIMEOUT" "$HL" report --json "$3" "$2" >"$D/report.stdout" 2>"$D/report.stderr" </dev/null)
@@ -536,13 +549,7 @@ check threads_bursts "$J" "calls['malloc'] - 488032 in range(0, 16)" \
     "rec('definite', 'leak_once')['bytes'] + rec('possible', 'leak_once')['bytes'] == 3200" \
     "names('leak_once') in (['definitely_lost'], ['definitely_lost', 'possibly_lost'])" \
     "errors == []"
-native_kb=$("$PROGS/threads_bursts" | sed -n 's/^vmhwm_kb //p')
-traced_kb=$(sed -n 's/^vmhwm_kb //p' "$D/stdout")
-if [ -n "$native_kb" ] && [ -n "$traced_kb" ] && [ $((traced_kb - native_kb)) -lt 16384 ]; then
-    pass "threads_bursts: peak RSS $native_kb KiB natively, $traced_kb KiB traced"
-else
-    fail threads_bursts "peak RSS ${native_kb:-?} KiB natively, ${traced_kb:-?} KiB traced (16 MiB more at most)"
-fi
+memory_within threads_bursts vmhwm_kb 16384
 
 # A header block fills its glibc chunk to the byte (layout.h): header, block and guard rounded up
 # to what a chunk of 16k bytes holds, 16k - 8 (to 16 first, a block of 32 bytes took 80; 64 hold
@@ -563,13 +570,7 @@ fi
 # them made present; all 64 would be a program harmed).
 hl sparse_brk -- sparse_brk
 expect_status sparse_brk 0
-native_kb=$("$PROGS/sparse_brk" | sed -n 's/^vmrss_kb //p')
-traced_kb=$(sed -n 's/^vmrss_kb //p' "$D/stdout")
-if [ -n "$native_kb" ] && [ -n "$traced_kb" ] && [ $((traced_kb - native_kb)) -lt 12288 ]; then
-    pass "sparse_brk: resident $native_kb KiB natively, $traced_kb KiB traced"
-else
-    fail sparse_brk "resident ${native_kb:-?} KiB natively, ${traced_kb:-?} KiB traced (12 MiB more at most)"
-fi
+memory_within sparse_brk vmrss_kb 12288
 
 # ================================================================================================
 # fork, exec, dlopen
