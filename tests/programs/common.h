@@ -12,6 +12,7 @@
 #ifndef HL_TEST_COMMON_H
 #define HL_TEST_COMMON_H
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,6 +62,22 @@ static inline void say_num(const char* prefix, long v) {
     buf[len++] = '\n';
     buf[len] = 0;
     say(buf);
+}
+
+// A figure of this process's own memory, in KiB, from /proc/self/status ("VmRSS:", "VmHWM:"),
+// read without stdio (no block of libc's made for it); -1 when it cannot be read.
+static inline long self_status_kb(const char* field) {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char* at = strstr(buf, field);
+    return at ? strtol(at + strlen(field), NULL, 10) : -1;
 }
 
 // Zero 64 KiB of the stack below the caller: stale copies of pointers left there by earlier

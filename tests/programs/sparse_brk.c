@@ -4,29 +4,17 @@
 // with a run without heaplens: the writer makes a rising heap present ahead of the program
 // (live.c), at most a sixteenth of its growth, never the whole 64 MiB.
 #define _DEFAULT_SOURCE
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common.h"
 
 #define SPARSE (64l << 20)
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static long vmrss_kb(void) {
-    FILE* f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return kb;
 }
 
 int main(void) {
@@ -37,6 +25,6 @@ int main(void) {
         return 2;
     at[SPARSE / 2] = 1; // one page of the 64 MiB
     sleep_ms(150);
-    printf("vmrss_kb %ld\n", vmrss_kb());
+    say_num("vmrss_kb ", self_status_kb("VmRSS:"));
     return 0;
 }

@@ -5,9 +5,7 @@
 // prints its peak RSS ("vmhwm_kb N"): run.sh compares it with a run without heaplens.
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "common.h"
@@ -51,18 +49,6 @@ NOINLINE static void* flat_out(void* arg) {
     return NULL;
 }
 
-static long vmhwm_kb(void) {
-    FILE* f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 int main(void) {
     pthread_t fast;
     if (pthread_create(&fast, NULL, flat_out, NULL) != 0)
@@ -70,6 +56,6 @@ int main(void) {
     if (run_workers(BURSTY, bursty) != 0)
         return 2;
     pthread_join(fast, NULL);
-    printf("vmhwm_kb %ld\n", vmhwm_kb());
+    say_num("vmhwm_kb ", self_status_kb("VmHWM:"));
     return 0;
 }
