@@ -172,7 +172,7 @@ static inline void make_present(region_t* r, uint32_t j) {
 static uintptr_t top_at_last_pass;  // the program break at the last pass
 static uintptr_t top_at_first_pass; // and at the first: the heap's growth is measured from it
 
-void live_prepare(void) {
+void live_prepare(int fill_heap) {
     if (!regions.at)
         return;
     long brk = syscall(SYS_brk, 0);
@@ -183,23 +183,22 @@ void live_prepare(void) {
         top_at_first_pass = top;
     if (!rose || addr_beyond(top) || top < top_at_first_pass)
         return;
-    // The heap the top rose by, made present here too: glibc extends it by what a request needs
-    // and 128 KiB more, and the program would fault each page in on its own thread, as it does
+    // The heap the top rose by, made present by the writer's thread: glibc extends it by what a
+    // request needs and 128 KiB more, and the program would fault each page in itself, as it does
     // untraced, and more of them with guards in the heap (tree: 72,000 page faults in all,
     // 56,500 after this). A pass fills at most a sixteenth of what the heap has grown since the
     // first: a program that took heap it touches sparsely gets that much more of it resident, no
     // more (tests/programs/sparse_brk.c). Contents stay as they were.
-    uintptr_t fill = rose < (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE
-                         ? rose
-                         : (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE;
-    if (fill >= HL_HEAP_FILL_MIN)
+    uintptr_t share = (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE;
+    uintptr_t fill = rose < share ? rose : share;
+    if (fill_heap && fill >= HL_HEAP_FILL_MIN)
         os_populate((void*)(top - fill), fill);
     region_t* r = region_of(top - 1);
     if (!r || !chunk_is_present(r, slot_index(top - 1) / HL_CHUNK_SLOTS))
         return; // no small block near the top
     uintptr_t ahead = 2 * rose < HL_SLOTS_AHEAD_MAX ? 2 * rose : HL_SLOTS_AHEAD_MAX;
-    if (ahead > (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE)
-        ahead = (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE;
+    if (ahead > share)
+        ahead = share;
     for (uintptr_t a = ((top - 1) | (HL_CHUNK_HEAP - 1)) + 1; a < top + ahead && !addr_beyond(a);
          a += HL_CHUNK_HEAP) {
         region_t* ra = region_of(a);

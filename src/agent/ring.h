@@ -72,8 +72,8 @@ typedef struct hl_ring_s {
     // would be anyway: on i386, where GCC 11 changed an _Atomic 64-bit field's alignment, an
     // implicit one draws a note on every file that includes this.
     _Alignas(8) _Atomic uint64_t mask;
-    uint64_t quarter_ticks;  // clock_ticks() at the latest quarter or fill
-    uint32_t busy_quarters;  // quarters and fills in a row, each soon after the one before
+    uint64_t quarter_ticks; // clock_ticks() at the latest quarter or fill
+    uint32_t busy_quarters; // quarters and fills in a row, each soon after the one before
     _Alignas(64) _Atomic uint64_t tail; // written by the consumer only
     _Alignas(64) uint32_t thread_index;
     int tid;
@@ -111,7 +111,8 @@ extern _Atomic int hl_writer_sleeping;
 // taken them all lands on one of their slots: the ring is empty (t == h, or one past:
 // void_waiting_events), or they all lie in the first mask + 1 slots of one grown + 1.
 HL_INLINE int ring_may_grow(uint64_t t, uint64_t h, uint64_t mask, uint64_t grown) {
-    return (int64_t)(h - t) <= 0 || ((t & ~grown) == ((h - 1) & ~grown) && ((h - 1) & grown) <= mask);
+    return (int64_t)(h - t) <= 0 ||
+           ((t & ~grown) == ((h - 1) & ~grown) && ((h - 1) & grown) <= mask);
 }
 
 // Every HL_RING_FIRST_EVENTS / 4 events; at each quarter of the ring: wake a waiting writer.

@@ -720,12 +720,13 @@ static void drain_noting_age(void) {
     pass_start_ns = start;
 }
 
-// One writer pass; the caller holds the writer lock.
-static void pass(int force_flush) {
+// One writer pass; the caller holds the writer lock. on_writer: the caller is the writer thread
+// (not a program thread passing for it, which live_prepare spares the heap's faults of).
+static void pass(int force_flush, int on_writer) {
     clock_recalibrate();
     drain_noting_age();
     stacks_prepare();
-    live_prepare();
+    live_prepare(on_writer);
     uint64_t start = pass_start_ns;
     uint64_t now = clock_mono_ns();
     uint64_t period = (uint64_t)hl_opt.sample_ms * 1000000u;
@@ -835,7 +836,7 @@ static void* writer_main(void* arg) {
             writer_unlock();
             break;
         }
-        pass(0);
+        pass(0, 1);
         control_poll();
         writer_unlock();
         alloc_stats_pass();
@@ -872,8 +873,9 @@ static void* writer_main(void* arg) {
     return NULL;
 }
 
-// The producer's, at a quarter of its ring or a fill (ring.h: HL_RING_BUSY_QUARTERS): 1 when
-// the ring is to grow. A fill counts however long since the last: the writer did not keep up.
+// The producer's, at a quarter of a ring smaller than the most or at a fill (ring.h:
+// HL_RING_BUSY_QUARTERS): 1 when the ring is to grow. A fill counts however long since the
+// last: the writer did not keep up.
 static int ring_is_busy(hl_ring_t* r, int is_fill) {
     uint64_t now = clock_ticks();
     if (is_fill || (double)(now - r->quarter_ticks) * ns_per_tick < HL_RING_QUARTER_NS)
@@ -881,7 +883,10 @@ static int ring_is_busy(hl_ring_t* r, int is_fill) {
     else
         r->busy_quarters = 0;
     r->quarter_ticks = now;
-    return r->busy_quarters >= HL_RING_BUSY_QUARTERS && r->own_mask < HL_RING_EVENTS - 1;
+    return r->busy_quarters >= HL_RING_BUSY_QUARTERS;
+}
+static inline int ring_is_largest(const hl_ring_t* r) {
+    return r->own_mask == HL_RING_EVENTS - 1;
 }
 
 // The producer's, at head h: the ring grows to the most a ring holds where ring_may_grow says it
@@ -898,7 +903,7 @@ static void ring_grow_at(hl_ring_t* r, uint64_t h) {
 void ring_quarter(hl_ring_t* r, uint64_t h) {
     if (h & (r->own_mask >> 2))
         return;
-    if (hl_unlikely(ring_is_busy(r, 0)))
+    if (hl_unlikely(!ring_is_largest(r)) && ring_is_busy(r, 0))
         ring_grow_at(r, h);
     int how = atomic_load_explicit(&hl_writer_sleeping, memory_order_relaxed);
     if (how == HL_WRITER_ASLEEP ||
@@ -1097,7 +1102,7 @@ void ring_wait_space(hl_ring_t* r, int kind) {
     }
     atomic_fetch_sub(&ring_waiters, 1);
     atomic_store_explicit(&r->waiting_kind, 0, memory_order_relaxed);
-    if (ring_is_busy(r, 1))
+    if (!ring_is_largest(r) && ring_is_busy(r, 1))
         ring_grow_at(r, atomic_load_explicit(&r->head, memory_order_relaxed));
 }
 
@@ -1127,12 +1132,12 @@ void writer_stats(hl_heap_totals_t* out, const hl_ring_t* ring, hl_ring_stats_t*
 
 void writer_flush_sync(void) {
     writer_lock();
-    pass(1);
+    pass(1, 0);
     writer_unlock();
 }
 
 void writer_flush_locked(void) {
-    pass(1);
+    pass(1, 0);
 }
 
 #define HL_SCAN_NOW_TRIES 8 // stops of the world a scan, stop or start tries before giving up
@@ -1330,7 +1335,7 @@ void writer_put_error(int kind, uint32_t thread, uint32_t call_stack, uintptr_t 
 // The caller has stopped the world (or knows it is alone) and holds the writer lock.
 // ---------------------------------------------------------------------------------------------
 hl_enc_t* writer_encoder_locked(void) {
-    pass(0);
+    pass(0, 0);
     return &enc;
 }
 
