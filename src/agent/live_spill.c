@@ -209,9 +209,21 @@ static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_
 // ---------------------------------------------------------------------------------------------
 // The table
 // ---------------------------------------------------------------------------------------------
+// hl_spill_used goes to 1 under this lock, which a fork's spill_lock_all takes first: while it
+// reads 0 there, no thread is in the table (all of them look at hl_spill_used before it), and
+// the fork neither locks nor resets the 256 shards. Their locks lie on 4 pages that each fork
+// would make read-only and the parent's unlocking and the child's reset would then copy: 8 page
+// faults a fork, for a table most programs never use (glibc's chunks keep one live block to a
+// granule).
+static _Atomic int used_gate;
+static int locked_shards; // spill_lock_all took the shards' locks (under used_gate)
+
 void spill_insert(const hl_block_t* b) {
-    if (!atomic_load_explicit(&hl_spill_used, memory_order_relaxed))
+    if (!atomic_load_explicit(&hl_spill_used, memory_order_relaxed)) {
+        spin_lock(&used_gate);
         atomic_store(&hl_spill_used, 1);
+        spin_unlock(&used_gate);
+    }
     if (hl_unlikely(!fits(b))) {
         odd_insert(b);
         return;
@@ -295,19 +307,26 @@ int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_st
 }
 
 void spill_lock_all(void) {
-    for (int i = 0; i < HL_SHARDS; i++)
-        shard_lock(&shards[i]);
+    spin_lock(&used_gate);
+    locked_shards = atomic_load(&hl_spill_used);
+    if (locked_shards)
+        for (int i = 0; i < HL_SHARDS; i++)
+            shard_lock(&shards[i]);
     spin_lock(&odd_lock);
 }
 void spill_unlock_all(void) {
     spin_unlock(&odd_lock);
-    for (int i = 0; i < HL_SHARDS; i++)
-        shard_unlock(&shards[i]);
+    if (locked_shards)
+        for (int i = 0; i < HL_SHARDS; i++)
+            shard_unlock(&shards[i]);
+    spin_unlock(&used_gate);
 }
 void spill_reset_after_fork(void) {
-    for (int i = 0; i < HL_SHARDS; i++)
-        atomic_store(&shards[i].lock, 0);
+    if (atomic_load(&hl_spill_used)) // else never locked
+        for (int i = 0; i < HL_SHARDS; i++)
+            atomic_store(&shards[i].lock, 0);
     atomic_store(&odd_lock, 0);
+    atomic_store(&used_gate, 0);
 }
 
 void spill_clear(void) {

@@ -24,6 +24,7 @@ void os_unmap(void* p, size_t size);
 void* os_reserve(size_t size);         // large and lazily backed: pages cost only once touched
 void os_discard(void* p, size_t size); // gives the pages back; they read as zeros after
 int os_populate(void* p, size_t size); // 0 once every page of it is present and written, else -1
+void os_wipe_on_fork(void* p, size_t size); // a fork child finds it zeroed, none of it copied
 void os_yield(void);
 void os_sleep_ns(long ns);
 long os_write_all(int fd, const void* buf, size_t len); // 0 or -errno

@@ -101,7 +101,9 @@ static hl_thread_t* state_new_locked(void) {
         t = unused_state++;
     }
     void* cache = t->unwind_cache; // a reused state keeps its (still valid) unwind rules
-    *t = (hl_thread_t){.unwind_cache = cache, .untimed_mask = HL_UNTIMED_MASK};
+    int depth = t->unwind_depth;
+    *t = (hl_thread_t){.unwind_cache = cache, .unwind_depth = depth,
+                       .untimed_mask = HL_UNTIMED_MASK};
     return t;
 }
 

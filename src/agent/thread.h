@@ -32,6 +32,8 @@ typedef struct hl_thread_s {
     uint32_t index;       // thread index, 1-based, never reused within a trace
     int tid;
     void* unwind_cache; // unwind.c's per-thread step rules
+    int unwind_depth;   // the frames its walks were laid out for: a fork child's copy reads as
+                        // zeros (unwind.c: state_make) and is laid out again from this
 } hl_thread_t;
 
 extern pthread_key_t hl_thread_key;

@@ -690,18 +690,32 @@ static size_t state_bytes(int depth) {
     return sizeof(unwind_state_t) + 2 * HL_RECENT * walk_bytes(depth);
 }
 
-// A state whose walks have room for `depth` frames; NULL when there is no memory for it.
-static unwind_state_t* state_make(int depth) {
+// An empty state's fields, over zeroed memory of state_bytes(depth). depth, which tells a state
+// laid out from one that is not (0), is written last.
+static void state_lay_out(unwind_state_t* st, int depth) {
     size_t each = walk_bytes(depth);
+    st->rule_table = rule_table_of(st->first_rules, HL_RULE_CACHE_FIRST / HL_RULE_WAYS);
+    unsigned generation = atomic_load_explicit(&recent_generation, memory_order_relaxed);
+    st->generation = generation; // nothing to forget yet
+    char* at = (char*)(st + 1);
+    for (int kind = 0; kind < 2; kind++) {
+        st->recent[kind].generation = generation;
+        for (int k = 0; k < HL_RECENT; k++, at += each)
+            walk_lay_out(&st->recent[kind].walks[k], at, depth);
+    }
+    st->depth = depth;
+}
+
+// A state whose walks have room for `depth` frames; NULL when there is no memory for it. A fork
+// child does not inherit it (os_wipe_on_fork): it reads as zeros there, depth 0 among them, and
+// is laid out again at the child's first capture (state_remake). The parent's pages stay
+// writable through the fork, and the child walks its own few stacks anew.
+static unwind_state_t* state_make(int depth) {
     unwind_state_t* st = os_map(state_bytes(depth));
     if (!st)
         return NULL;
-    st->depth = depth;
-    st->rule_table = rule_table_of(st->first_rules, HL_RULE_CACHE_FIRST / HL_RULE_WAYS);
-    char* at = (char*)(st + 1);
-    for (int kind = 0; kind < 2; kind++)
-        for (int k = 0; k < HL_RECENT; k++, at += each)
-            walk_lay_out(&st->recent[kind].walks[k], at, depth);
+    os_wipe_on_fork(st, state_bytes(depth));
+    state_lay_out(st, depth);
     return st;
 }
 
@@ -748,7 +762,7 @@ void unwind_after_fork(hl_thread_t* t) {
     atomic_store(&checks_differed, 0);
     atomic_store(&walks_again, 0);
     unwind_state_t* st = t->unwind_cache;
-    if (st && !st->is_populated)
+    if (st && st->depth && !st->is_populated) // depth 0: wiped by the fork, counting from 0
         st->populate_from = st->seq;
 }
 
@@ -780,9 +794,16 @@ static HL_NOINLINE HL_COLD void walks_make_present(unwind_state_t* st, int which
 // worked out again). The old one stays mapped: a thread state may be shared (clone(CLONE_VM)
 // children past the agent's 64 count as their parent), and the other thread may be walking in it.
 static HL_NOINLINE HL_COLD unwind_state_t* state_remake(hl_thread_t* t, int depth) {
-    unwind_state_t* st = state_make(t->unwind_cache ? HL_MAX_DEPTH : depth);
-    if (st)
+    unwind_state_t* st = t->unwind_cache;
+    if (st && st->depth == 0 && t->unwind_depth >= depth) { // wiped by a fork (state_make)
+        state_lay_out(st, t->unwind_depth);
+        return st;
+    }
+    st = state_make(st ? HL_MAX_DEPTH : depth);
+    if (st) {
         t->unwind_cache = st;
+        t->unwind_depth = st->depth;
+    }
     return st;
 }
 
@@ -952,6 +973,7 @@ static HL_NOINLINE HL_COLD void rule_grow(unwind_state_t* st) {
                                                                            : os_map(bytes);
     if (!fresh)
         return;
+    os_wipe_on_fork(fresh, bytes); // as its state is: a fork child starts from first_rules
     cache_entry_t* old = rule_table_at(table);
     for (uint32_t k = 0; k < sets; k++)
         for (int w = HL_RULE_WAYS - 1; w >= 0; w--) { // the last used goes in last: first way
