@@ -172,7 +172,7 @@ static inline void make_present(region_t* r, uint32_t j) {
 static uintptr_t top_at_last_pass;  // the program break at the last pass
 static uintptr_t top_at_first_pass; // and at the first: the heap's growth is measured from it
 
-void live_prepare(int fill_heap) {
+void live_prepare(void) {
     if (!regions.at)
         return;
     long brk = syscall(SYS_brk, 0);
@@ -191,7 +191,7 @@ void live_prepare(int fill_heap) {
     // more (tests/programs/sparse_brk.c). Contents stay as they were.
     uintptr_t share = (top - top_at_first_pass) / HL_SLOTS_AHEAD_SHARE;
     uintptr_t fill = rose < share ? rose : share;
-    if (fill_heap && fill >= HL_HEAP_FILL_MIN)
+    if (fill >= HL_HEAP_FILL_MIN)
         os_populate((void*)(top - fill), fill);
     region_t* r = region_of(top - 1);
     if (!r || !chunk_is_present(r, slot_index(top - 1) / HL_CHUNK_SLOTS))

@@ -35,9 +35,9 @@ int live_header_room(uintptr_t addr); // may a block at addr carry a header? (ma
 
 void live_init(void);
 void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr
-// The writer, at each pass: slots ahead of a growing heap, and with fill_heap (on the writer's
-// own thread, not a program thread passing for it) the heap it grew by made present.
-void live_prepare(int fill_heap);
+// The writer thread, at each of its passes: slots ahead of a growing heap, and the heap it grew
+// by, made present.
+void live_prepare(void);
 void live_insert(const hl_block_t* b);
 // Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
 // removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out; for a

@@ -720,13 +720,17 @@ static void drain_noting_age(void) {
     pass_start_ns = start;
 }
 
-// One writer pass; the caller holds the writer lock. on_writer: the caller is the writer thread
-// (not a program thread passing for it, which live_prepare spares the heap's faults of).
+// One writer pass; the caller holds the writer lock. on_writer: the caller is the writer thread,
+// not a program thread passing for it (a fork child before its writer, at each event), where
+// memory made present ahead of the program would only move its page faults to the same thread,
+// for a system call or two each time (brk, madvise).
 static void pass(int force_flush, int on_writer) {
     clock_recalibrate();
     drain_noting_age();
-    stacks_prepare();
-    live_prepare(on_writer);
+    if (on_writer) {
+        stacks_prepare();
+        live_prepare();
+    }
     uint64_t start = pass_start_ns;
     uint64_t now = clock_mono_ns();
     uint64_t period = (uint64_t)hl_opt.sample_ms * 1000000u;
