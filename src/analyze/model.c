@@ -472,11 +472,25 @@ static int on_record_observed(const rd_record_t* r, void* arg) {
     return m->observer->record(r, m->observer->record_arg);
 }
 
-int model_load_observed(model_t* m, const char* path, const model_observer_t* obs) {
+void model_begin(model_t* m, const model_observer_t* obs) {
     memset(m, 0, sizeof *m);
     m->first_time_ns = -1;
     m->observer = obs;
+}
+
+int model_read(model_t* m, rd_stream_t* s, unsigned max_chunks) {
+    const model_observer_t* obs = m->observer;
+    return rd_stream_read(s, obs && obs->record ? on_record_observed : on_record, m, &m->read,
+                          max_chunks);
+}
+
+int model_load_observed(model_t* m, const char* path, const model_observer_t* obs) {
+    model_begin(m, obs);
     int rc = rd_read_file(path, obs && obs->record ? on_record_observed : on_record, m, &m->read);
+    return model_end(m, rc);
+}
+
+int model_end(model_t* m, int rc) {
     m->observer = NULL; // the caller's, for the reading only
     if (rc != 0)
         return rc;

@@ -191,6 +191,12 @@ typedef struct model_observer_s {
     void* record_arg;
 } model_observer_t;
 int model_load_observed(model_t* m, const char* path, const model_observer_t* obs);
+// The same in steps, from a stream (reader.h), for a trace read while it is written:
+// model_begin, model_read as often as the stream says (its return value), then model_end with
+// the last one's, which returns what model_load_observed would have.
+void model_begin(model_t* m, const model_observer_t* obs);
+int model_read(model_t* m, rd_stream_t* s, unsigned max_chunks);
+int model_end(model_t* m, int rc);
 void model_free(model_t* m);
 
 // Whether the trace tells the whole run: every chunk read whole, and it ends with END (or with

@@ -94,13 +94,28 @@ static int has_bytes(file_t* t, uint64_t offset, uint64_t n) {
     return t->size >= offset && t->size - offset >= n;
 }
 
-// The chunks, until the file ends, one is damaged, or cb stops. 0, or -ENOMEM.
-static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res) {
-    uint64_t offset = HL_FILE_HEADER_SIZE;
-    for (;;) {
+// Following a file still being written: the chunk at `at` is not all there yet. The file is
+// read from its start again next time (fseeko forgets the end of file it met).
+static int wait_at(file_t* t, uint64_t at) {
+    return fseeko(t->f, (off_t)at, SEEK_SET) == 0 ? RD_WAIT : -EIO;
+}
+
+// The chunks from *offset on, until the file ends, one is damaged, or cb stops: 0, or -ENOMEM.
+// Following (max_chunks > 0): RD_WAIT where the file ends, even inside a chunk, and RD_MORE
+// after max_chunks chunks; *offset is then where the next call goes on.
+static int read_chunks(file_t* t, uint64_t* offset_io, rd_callback_t cb, void* arg,
+                       rd_result_t* res, unsigned max_chunks) {
+    uint64_t offset = *offset_io;
+    int follow = max_chunks > 0;
+    for (unsigned done = 0;; done++) {
+        *offset_io = offset;
+        if (follow && done == max_chunks)
+            return RD_MORE;
         unsigned long long at = offset;
         uint8_t ch[HL_CHUNK_HEADER_SIZE];
         size_t got = fread(ch, 1, sizeof ch, t->f);
+        if (follow && got < sizeof ch)
+            return wait_at(t, at);
         if (got == 0)
             return 0;
         if (got < sizeof ch) {
@@ -116,6 +131,8 @@ static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res)
             return 0;
         }
         if (!has_bytes(t, offset + HL_CHUNK_HEADER_SIZE, slen)) { // nothing read or reserved
+            if (follow)
+                return wait_at(t, at);
             res->is_truncated = 1;
             snprintf(res->message, sizeof res->message, "trace ends inside the chunk at byte %llu",
                      at);
@@ -129,6 +146,8 @@ static int read_chunks(file_t* t, rd_callback_t cb, void* arg, rd_result_t* res)
             t->stored_cap = slen;
         }
         if (fread(t->stored, 1, slen, t->f) != slen) {
+            if (follow)
+                return wait_at(t, at);
             res->is_truncated = 1;
             snprintf(res->message, sizeof res->message,
                      "trace ends inside the chunk at byte %llu", at);
@@ -185,31 +204,69 @@ static int open_regular(const char* path, file_t* t, rd_result_t* res) {
     return e < 0 ? -EINVAL : -e;
 }
 
-int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res) {
+struct rd_stream_s {
+    file_t t;
+    uint64_t offset; // of the next chunk
+};
+
+void rd_stream_close(rd_stream_t* s) {
+    if (!s)
+        return;
+    ZSTD_freeDCtx(s->t.z);
+    rd_dec_free(&s->t.dec);
+    free(s->t.stored);
+    free(s->t.raw);
+    if (s->t.f)
+        fclose(s->t.f);
+    free(s);
+}
+
+int rd_stream_open(const char* path, rd_stream_t** out, rd_result_t* res) {
     memset(res, 0, sizeof *res);
-    file_t t = {0};
-    int rc = open_regular(path, &t, res);
-    if (rc != 0)
-        return rc;
-    rc = check_header(t.f, res);
+    *out = NULL;
+    rd_stream_t* s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(res->message, sizeof res->message, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = open_regular(path, &s->t, res);
     if (rc != 0) {
-        fclose(t.f);
+        free(s);
         return rc;
     }
-    rd_dec_init(&t.dec);
-    t.raw = malloc(HL_CHUNK_RAW_MAX);
-    t.z = ZSTD_createDCtx();
-    if (!t.raw || !t.z ||
-        ZSTD_isError(ZSTD_DCtx_setParameter(t.z, ZSTD_d_windowLogMax, RD_WINDOW_LOG_MAX)))
-        rc = -ENOMEM;
-    else
-        rc = read_chunks(&t, cb, arg, res);
+    rc = check_header(s->t.f, res);
+    if (rc != 0) {
+        rd_stream_close(s);
+        return rc;
+    }
+    rd_dec_init(&s->t.dec);
+    s->t.raw = malloc(HL_CHUNK_RAW_MAX);
+    s->t.z = ZSTD_createDCtx();
+    if (!s->t.raw || !s->t.z ||
+        ZSTD_isError(ZSTD_DCtx_setParameter(s->t.z, ZSTD_d_windowLogMax, RD_WINDOW_LOG_MAX))) {
+        snprintf(res->message, sizeof res->message, "out of memory");
+        rd_stream_close(s);
+        return -ENOMEM;
+    }
+    s->offset = HL_FILE_HEADER_SIZE;
+    *out = s;
+    return 0;
+}
+
+int rd_stream_read(rd_stream_t* s, rd_callback_t cb, void* arg, rd_result_t* res,
+                   unsigned max_chunks) {
+    int rc = read_chunks(&s->t, &s->offset, cb, arg, res, max_chunks);
     if (rc == -ENOMEM && !res->message[0])
         snprintf(res->message, sizeof res->message, "out of memory");
-    ZSTD_freeDCtx(t.z);
-    rd_dec_free(&t.dec);
-    free(t.stored);
-    free(t.raw);
-    fclose(t.f);
+    return rc;
+}
+
+int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* res) {
+    rd_stream_t* s;
+    int rc = rd_stream_open(path, &s, res);
+    if (rc != 0)
+        return rc;
+    rc = rd_stream_read(s, cb, arg, res, 0);
+    rd_stream_close(s);
     return rc;
 }

@@ -90,4 +90,18 @@ typedef struct rd_result_s {
 // result->message set when it is not one or cannot be read at all.
 int rd_read_file(const char* path, rd_callback_t cb, void* arg, rd_result_t* result);
 
+// The same in steps, for a trace still being written (heaplens run reads it while its program
+// runs). rd_stream_open: 0, or as rd_read_file when the file is not a trace. rd_stream_read with
+// max_chunks 0 reads to the end as rd_read_file does; with max_chunks > 0 it follows the file:
+// RD_MORE after that many chunks, RD_WAIT where the file ends (inside a chunk too: nothing is
+// taken for truncated), the next call going on from there; 0 when damage or cb ended it,
+// -ENOMEM. The result accumulates over the calls.
+#define RD_MORE 1
+#define RD_WAIT 2
+typedef struct rd_stream_s rd_stream_t;
+int rd_stream_open(const char* path, rd_stream_t** out, rd_result_t* result);
+int rd_stream_read(rd_stream_t* s, rd_callback_t cb, void* arg, rd_result_t* result,
+                   unsigned max_chunks);
+void rd_stream_close(rd_stream_t* s);
+
 #endif

@@ -34,6 +34,9 @@ typedef struct cli_trace_s {
     report_ctx_t* ctx;
     suppressions_t* supp;
     struct aggregate_s* page; // the page's views, made while the trace was read, or NULL
+    symbolizer_t* sym;        // while the trace is read; the context's after
+    model_observer_t obs;     // what goes on beside the reading (cli_trace_observer)
+    int is_observed;
 } cli_trace_t;
 
 // Load (0), or print one error line and return 1 (nothing left to close). A trace cut short is
@@ -54,6 +57,17 @@ extern int cli_trace_is_live;
 // indirect leaks or heap errors exist. Returns 0, or 1 after printing one error line.
 int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report_child_t* kids,
                      size_t nkids, int exit_status, int exit_signal, int* has_errors);
+
+// The same in steps, for a trace read while its program runs (run_follow.c): cli_trace_begin
+// (0, or 1 after one error line), the model read with model_begin(t->m, cli_trace_observer(t))
+// and model_read, then cli_trace_finish with model_end's result (0, or 1 after one error line,
+// t closed), then cli_report_loaded, which reports as cli_report_trace and closes t.
+int cli_trace_begin(cli_trace_t* t, const cli_report_opts_t* o, int with_page);
+const model_observer_t* cli_trace_observer(const cli_trace_t* t);
+int cli_trace_finish(cli_trace_t* t, const char* trace, int rc);
+int cli_report_loaded(cli_trace_t* t, const char* trace, const cli_report_opts_t* o,
+                      const report_child_t* kids, size_t nkids, int exit_status, int exit_signal,
+                      int* has_errors);
 
 // The call sites whose live bytes rose in each quarter of the run, growing by `rate` bytes/s or
 // more, on stderr (the run's report): 0, or 1 after printing one error line.

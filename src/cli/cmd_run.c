@@ -25,6 +25,7 @@
 #include "growth_alert.h"
 #include "gsites.h"
 #include "rundir.h"
+#include "run_follow.h"
 
 typedef cli_run_opts_t run_opts_t;
 
@@ -277,47 +278,6 @@ static pid_t child_pid;
 static void forward_signal(int sig) {
     if (child_pid > 0)
         kill(child_pid, sig);
-}
-
-// The session index (src/agent/session.c): one line "pid ppid trace" per trace the agents
-// wrote, "pid ppid !trace" per trace an agent could not write (it said why).
-#define SESSION_INDEX "session"
-
-typedef struct session_entry_s {
-    long pid, ppid;
-    char* trace;
-    int is_written;
-} session_entry_t;
-
-static size_t read_session(const rundir_t* run, session_entry_t** out) {
-    *out = NULL;
-    int fd = rundir_open_file(run, SESSION_INDEX, O_RDONLY);
-    FILE* f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    size_t n = 0, cap = 0;
-    char line[PATH_MAX + 64];
-    while (fgets(line, sizeof line, f)) {
-        long pid, ppid;
-        int off = 0;
-        if (sscanf(line, "%ld %ld %n", &pid, &ppid, &off) < 2 || off <= 0)
-            continue;
-        line[strcspn(line, "\n")] = 0;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            session_entry_t* fresh = realloc(*out, cap * sizeof *fresh);
-            if (!fresh)
-                break;
-            *out = fresh;
-        }
-        int is_written = line[off] != '!';
-        (*out)[n++] = (session_entry_t){pid, ppid, strdup(line + off + !is_written), is_written};
-    }
-    fclose(f);
-    return n;
 }
 
 // What stands at the trace's name when it is not a regular file, for the line refusing it.
@@ -579,9 +539,9 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     if (rundir_create(&run) != 0)
         return 2;
     char session[PATH_MAX];
-    int sfd = rundir_name(&run, SESSION_INDEX, session, sizeof session);
+    int sfd = rundir_name(&run, RUNDIR_SESSION, session, sizeof session);
     if (sfd == 0)
-        sfd = rundir_create_file(&run, SESSION_INDEX);
+        sfd = rundir_create_file(&run, RUNDIR_SESSION);
     if (sfd < 0) {
         cli_error("%s: cannot create the session index: %s", run.path, strerror(-sfd));
         rundir_remove(&run);
@@ -649,6 +609,13 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     while (read(exec_err[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR)
         ;
     close(exec_err[0]);
+    // The default report (cli_report_trace's) is made from the trace as the program writes it.
+    int is_reported_here = !report && !o.remote &&
+                           !(o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
+                             !o.report.sarif_path && !o.report.error_exitcode);
+    run_follow_t* follow = !exec_errno && is_reported_here && !o.has_alert_growth
+                               ? run_follow_start(&run, child_pid, &o.report)
+                               : NULL;
     int status = 0;
     if (o.has_alert_growth && !o.no_control && !o.remote)
         wait_alerting(child_pid, &o, &status);
@@ -664,9 +631,8 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
         return exec_errno == ENOENT ? 127 : 126;
     }
 
-    session_entry_t* ents;
-    size_t nents = read_session(&run, &ents);
-    rundir_remove(&run);
+    rundir_entry_t* ents;
+    size_t nents = rundir_read_session(&run, &ents);
     const char* root_trace = NULL;
     int root_failed = 0; // its agent could not write the trace, and said so
     report_child_t* kids = calloc(nents + 1, sizeof *kids);
@@ -703,9 +669,17 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
                !o.report.error_exitcode) {
         // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
     } else {
-        report_failed = cli_report_trace(root_trace, &o.report, kids, nkids, exit_status,
-                                         exit_signal, &has_errors) != 0;
+        int followed = follow ? run_follow_report(follow, root_trace, kids, nkids, exit_status,
+                                                  exit_signal, &has_errors)
+                              : -1;
+        follow = NULL;
+        report_failed = followed >= 0 ? followed != 0
+                                      : cli_report_trace(root_trace, &o.report, kids, nkids,
+                                                         exit_status, exit_signal,
+                                                         &has_errors) != 0;
     }
+    run_follow_free(follow);
+    rundir_remove(&run);
     if (o.has_alert_growth && root_trace && !report_failed)
         cli_report_growth(root_trace, &o.report, o.alert_growth);
     for (size_t k = 0; k < nents; k++)

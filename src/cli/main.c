@@ -316,9 +316,7 @@ static int page_record(const rd_record_t* r, void* arg) {
     return 0; // a pass out of memory says so at its end; the model reads on
 }
 
-// with_page: the HTML page's views too (cli_trace_t.page), in the same reading.
-static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o,
-                      int with_page) {
+int cli_trace_begin(cli_trace_t* t, const cli_report_opts_t* o, int with_page) {
     memset(t, 0, sizeof *t);
     if (o->suppressions) {
         char err[512];
@@ -334,13 +332,13 @@ static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t
         cli_trace_close(t);
         return 1;
     }
-    symbolizer_t* sym = symbolizer_new_cached(o->sysroot);
-    for (int k = 0; sym && k < o->ndebug_dirs; k++)
-        if (symbolizer_add_debug_dir(sym, o->debug_dirs[k]) != 0) {
-            symbolizer_free(sym);
-            sym = NULL;
+    t->sym = symbolizer_new_cached(o->sysroot);
+    for (int k = 0; t->sym && k < o->ndebug_dirs; k++)
+        if (symbolizer_add_debug_dir(t->sym, o->debug_dirs[k]) != 0) {
+            symbolizer_free(t->sym);
+            t->sym = NULL;
         }
-    if (!sym) {
+    if (!t->sym) {
         cli_error("out of memory");
         cli_trace_close(t);
         return 1;
@@ -354,36 +352,50 @@ static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t
         free(page);
         page = NULL; // the page makes its own pass
     }
-    model_observer_t obs = {.module_seen = names_all ? prefetch_module : NULL,
-                            .module_arg = sym,
-                            .record = page ? page_record : NULL,
-                            .record_arg = page};
-    int rc = names_all || page ? model_load_observed(t->m, trace, &obs) : model_load(t->m, trace);
+    t->page = page;
+    t->obs = (model_observer_t){.module_seen = names_all ? prefetch_module : NULL,
+                                .module_arg = t->sym,
+                                .record = page ? page_record : NULL,
+                                .record_arg = page};
+    t->is_observed = names_all || page;
+    return 0;
+}
+
+const model_observer_t* cli_trace_observer(const cli_trace_t* t) {
+    return t->is_observed ? &t->obs : NULL;
+}
+
+int cli_trace_finish(cli_trace_t* t, const char* trace, int rc) {
     if (!cli_trace_is_corrupt(trace, t->m) && rc != 0)
         cli_error("%s: %s", trace, t->m->read.message);
     if (rc != 0 || t->m->read.is_corrupt) {
-        if (page) {
-            aggregate_free(page);
-            free(page);
-        }
-        symbolizer_free(sym);
         cli_trace_close(t);
         return 1;
     }
     char err[256];
-    if (page && aggregate_end(page, err, sizeof err) != 0) {
-        aggregate_free(page);
-        free(page);
-        page = NULL;
+    if (t->page && aggregate_end(t->page, err, sizeof err) != 0) {
+        aggregate_free(t->page);
+        free(t->page);
+        t->page = NULL;
     }
-    t->page = page;
-    t->ctx = report_ctx_new_with(t->m, sym);
+    t->ctx = report_ctx_new_with(t->m, t->sym);
+    t->sym = NULL; // the context's now, freed with it (or by report_ctx_new_with on failure)
     if (!t->ctx) {
         cli_error("out of memory");
         cli_trace_close(t);
         return 1;
     }
     return 0;
+}
+
+// with_page: the HTML page's views too (cli_trace_t.page), in the same reading.
+static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o,
+                      int with_page) {
+    if (cli_trace_begin(t, o, with_page) != 0)
+        return 1;
+    const model_observer_t* obs = cli_trace_observer(t);
+    int rc = obs ? model_load_observed(t->m, trace, obs) : model_load(t->m, trace);
+    return cli_trace_finish(t, trace, rc);
 }
 
 int cli_trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t* o) {
@@ -398,6 +410,7 @@ int cli_trace_has_errors(cli_trace_t* t) {
 }
 
 void cli_trace_close(cli_trace_t* t) {
+    symbolizer_free(t->sym);
     if (t->page) {
         aggregate_free(t->page);
         free(t->page);
@@ -417,6 +430,14 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
     cli_trace_t t;
     if (trace_open(&t, trace, o, o->html_path != NULL) != 0)
         return 1;
+    return cli_report_loaded(&t, trace, o, kids, nkids, exit_status, exit_signal, has_errors);
+}
+
+int cli_report_loaded(cli_trace_t* tp, const char* trace, const cli_report_opts_t* o,
+                      const report_child_t* kids, size_t nkids, int exit_status, int exit_signal,
+                      int* has_errors) {
+    cli_trace_t t = *tp;
+    memset(tp, 0, sizeof *tp);
     report_opts_t ro = {
         .show_kinds = o->show_kinds,
         .max_records = 25,

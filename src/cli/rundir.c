@@ -106,3 +106,35 @@ void rundir_remove(rundir_t* d) {
     rmdir(d->path);
     d->path[0] = 0;
 }
+
+size_t rundir_read_session(const rundir_t* run, rundir_entry_t** out) {
+    *out = NULL;
+    int fd = rundir_open_file(run, RUNDIR_SESSION, O_RDONLY);
+    FILE* f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    size_t n = 0, cap = 0;
+    char line[PATH_MAX + 64];
+    while (fgets(line, sizeof line, f)) {
+        long pid, ppid;
+        int off = 0;
+        // A line is whole with its newline (one write of an agent, which may be under way).
+        if (!strchr(line, '\n') || sscanf(line, "%ld %ld %n", &pid, &ppid, &off) < 2 || off <= 0)
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            rundir_entry_t* fresh = realloc(*out, cap * sizeof *fresh);
+            if (!fresh)
+                break;
+            *out = fresh;
+        }
+        int is_written = line[off] != '!';
+        (*out)[n++] = (rundir_entry_t){pid, ppid, strdup(line + off + !is_written), is_written};
+    }
+    fclose(f);
+    return n;
+}

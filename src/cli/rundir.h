@@ -26,4 +26,16 @@ int rundir_open_file(const rundir_t* d, const char* name, int flags);
 // Removes everything in the directory, then the directory. Harmless when there is none.
 void rundir_remove(rundir_t* d);
 
+// The session index (src/agent/session.c): one line "pid ppid trace" per trace the agents
+// opened, "pid ppid !trace" per trace an agent could not open (it said why), in the order they
+// came; read at any time, also while the program runs.
+#define RUNDIR_SESSION "session"
+typedef struct rundir_entry_s {
+    long pid, ppid;
+    char* trace; // malloc'd
+    int is_written;
+} rundir_entry_t;
+// The entries (*out malloc'd, NULL when none): how many.
+size_t rundir_read_session(const rundir_t* d, rundir_entry_t** out);
+
 #endif

@@ -573,6 +573,17 @@ hl sparse_brk -- sparse_brk
 expect_status sparse_brk 0
 figure_within sparse_brk vmrss_kb 12288
 
+# heaplens run reads the trace while its program runs (cli/run_follow.c), chunk by chunk as the
+# agent writes them, cut wherever the file ends at each look: its report is the one `heaplens
+# report` makes of the finished trace (but for the exit status, which only the run knows).
+hl run_phases -- run_phases
+expect_status run_phases 0
+check run_phases "$J" "lb('definite') == 6 * 10 * 48" "lb('reachable') == 6 * 5 * 64" \
+    "calls['malloc'] == 6 * 5015" "totals['frees'] == 6 * 5000" "j['trace_complete'] == True"
+report run_phases "$T" "$D/again.json"
+expect_status "run_phases: report of its trace" 0 "$RST"
+same "run_phases: the report made while it ran is the finished trace's" "$J" "$D/again.json" \
+    process end scanned heap_traced trace_complete totals calls leaks leak_records errors
 # ================================================================================================
 # fork, exec, dlopen
 # ================================================================================================

@@ -397,6 +397,66 @@ TEST(a_file_cut_inside_a_later_chunk_is_truncated) {
     free(b);
 }
 
+// A trace read while it is written (heaplens run follows its program's): the file grows a few
+// bytes at a time, cut anywhere (inside a chunk's header, inside its stored bytes); each read
+// takes the chunks that are whole and waits at the rest, never calling the file truncated, and
+// what it read in the end is what reading the whole file gives.
+TEST(a_trace_followed_as_it_grows_reads_as_the_whole) {
+    buf_t* b = new_buf();
+    tw_t w;
+    ASSERT_TRUE(b && build_stream(&w, b, 1) > 0);
+    write_file(w.data, w.len);
+    model_t whole;
+    ASSERT_TRUE(model_load(&whole, tmp_path) == 0);
+
+    write_file(w.data, HL_FILE_HEADER_SIZE);
+    model_t m;
+    model_begin(&m, NULL);
+    rd_stream_t* s;
+    ASSERT_TRUE(rd_stream_open(tmp_path, &s, &m.read) == 0);
+    int waits = 0, mores = 0, others = 0;
+    uint64_t chunks_seen = 0;
+    for (size_t at = HL_FILE_HEADER_SIZE; at < w.len;) {
+        size_t step = w.len - at < 7 ? w.len - at : 7;
+        FILE* f = fopen(tmp_path, "ab");
+        ASSERT_TRUE(f != NULL);
+        fwrite(w.data + at, 1, step, f);
+        fclose(f);
+        at += step;
+        int rc = model_read(&m, s, 1);
+        waits += rc == RD_WAIT;
+        mores += rc == RD_MORE;
+        others += rc != RD_WAIT && rc != RD_MORE;
+        // A chunk is taken once it is whole, not before.
+        int whole_chunks = 0;
+        for (int k = 0; k < w.nchunks; k++) {
+            size_t end = k + 1 < w.nchunks ? w.chunk_at[k + 1] : w.len;
+            whole_chunks += end <= at;
+        }
+        EXPECT_TRUE(m.read.chunks <= (uint64_t)whole_chunks);
+        EXPECT_TRUE(m.read.chunks + 1 >= (uint64_t)whole_chunks); // one a call at most
+        chunks_seen = m.read.chunks;
+    }
+    EXPECT_EQ_I(others, 0);
+    EXPECT_TRUE(waits > 100 && mores > 0);
+    EXPECT_TRUE(chunks_seen >= 2);
+    EXPECT_EQ_I(model_read(&m, s, 0), 0); // the rest, to the end
+    rd_stream_close(s);
+    ASSERT_TRUE(model_end(&m, 0) == 0);
+    EXPECT_TRUE(!m.read.is_corrupt && !m.read.is_truncated);
+    EXPECT_EQ_U(m.read.chunks, whole.read.chunks);
+    EXPECT_EQ_U(m.read.records, whole.read.records);
+    EXPECT_EQ_U(m.allocations, whole.allocations);
+    EXPECT_EQ_U(m.frees, whole.frees);
+    EXPECT_EQ_U(m.heap_blocks, whole.heap_blocks);
+    EXPECT_EQ_U(m.peak_bytes, whole.peak_bytes);
+    EXPECT_TRUE(m.has_end && whole.has_end);
+    model_free(&m);
+    model_free(&whole);
+    tw_close(&w);
+    free(b);
+}
+
 TEST(a_free_of_an_undefined_site_is_corrupt) {
     buf_t* b = new_buf();
     rec_switch(b, 1);
@@ -842,6 +902,7 @@ int main(void) {
     RUN_TEST(a_stream_without_its_end_reads_whole);
     RUN_TEST(a_checksum_mismatch_ends_the_trace);
     RUN_TEST(a_file_cut_inside_a_later_chunk_is_truncated);
+    RUN_TEST(a_trace_followed_as_it_grows_reads_as_the_whole);
     RUN_TEST(a_free_of_an_undefined_site_is_corrupt);
     RUN_TEST(a_temporary_free_releases_its_threads_latest_alloc);
     RUN_TEST(a_version_2_trace_is_refused);
