@@ -60,9 +60,11 @@ int cli_report_trace(const char* trace, const cli_report_opts_t* o, const report
 
 // The same in steps, for a trace read while its program runs (run_follow.c): cli_trace_begin
 // (0, or 1 after one error line), the model read with model_begin(t->m, cli_trace_observer(t))
-// and model_read, then cli_trace_finish with model_end's result (0, or 1 after one error line,
-// t closed), then cli_report_loaded, which reports as cli_report_trace and closes t.
+// and model_read, then cli_trace_suppressions (0, or 1 after one error line: the caller closes
+// t) and cli_trace_finish with model_end's result (0, or 1 after one error line, t closed),
+// then cli_report_loaded, which reports as cli_report_trace and closes t.
 int cli_trace_begin(cli_trace_t* t, const cli_report_opts_t* o, int with_page);
+int cli_trace_suppressions(cli_trace_t* t, const cli_report_opts_t* o);
 const model_observer_t* cli_trace_observer(const cli_trace_t* t);
 int cli_trace_finish(cli_trace_t* t, const char* trace, int rc);
 int cli_report_loaded(cli_trace_t* t, const char* trace, const cli_report_opts_t* o,

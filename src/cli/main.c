@@ -316,16 +316,20 @@ static int page_record(const rd_record_t* r, void* arg) {
     return 0; // a pass out of memory says so at its end; the model reads on
 }
 
+int cli_trace_suppressions(cli_trace_t* t, const cli_report_opts_t* o) {
+    if (!o->suppressions)
+        return 0;
+    char err[512];
+    t->supp = suppressions_load(o->suppressions, err, sizeof err);
+    if (!t->supp) {
+        cli_error("%s", err);
+        return 1;
+    }
+    return 0;
+}
+
 int cli_trace_begin(cli_trace_t* t, const cli_report_opts_t* o, int with_page) {
     memset(t, 0, sizeof *t);
-    if (o->suppressions) {
-        char err[512];
-        t->supp = suppressions_load(o->suppressions, err, sizeof err);
-        if (!t->supp) {
-            cli_error("%s", err);
-            return 1;
-        }
-    }
     t->m = calloc(1, sizeof *t->m);
     if (!t->m) {
         cli_error("out of memory");
@@ -393,6 +397,10 @@ static int trace_open(cli_trace_t* t, const char* trace, const cli_report_opts_t
                       int with_page) {
     if (cli_trace_begin(t, o, with_page) != 0)
         return 1;
+    if (cli_trace_suppressions(t, o) != 0) {
+        cli_trace_close(t);
+        return 1;
+    }
     const model_observer_t* obs = cli_trace_observer(t);
     int rc = obs ? model_load_observed(t->m, trace, obs) : model_load(t->m, trace);
     return cli_trace_finish(t, trace, rc);

@@ -159,7 +159,10 @@ int run_follow_report(run_follow_t* f, const char* trace, const report_child_t* 
     f->is_begun = 0; // from here cli_trace_finish and cli_report_loaded close it
     int status = 1;
     *has_errors = 0;
-    if (cli_trace_finish(&f->t, trace, model_end(f->t.m, rc)) == 0)
+    rc = model_end(f->t.m, rc);
+    if (cli_trace_suppressions(&f->t, f->o) != 0) // said here, once, as cli_report_trace does
+        cli_trace_close(&f->t);
+    else if (cli_trace_finish(&f->t, trace, rc) == 0)
         status = cli_report_loaded(&f->t, trace, f->o, kids, nkids, exit_status, exit_signal,
                                    has_errors);
     follow_drop(f);
