@@ -879,6 +879,21 @@ static void* prefetch_main(void* arg) {
     return NULL;
 }
 
+static int start_worker_locked(symbolizer_t* sym) {
+    if (sym->has_worker)
+        return 0;
+    int rc = -pthread_create(&sym->worker, NULL, prefetch_main, sym);
+    sym->has_worker = rc == 0;
+    return rc;
+}
+
+int symbolizer_start(symbolizer_t* sym) {
+    pthread_mutex_lock(&sym->lock);
+    int rc = start_worker_locked(sym);
+    pthread_mutex_unlock(&sym->lock);
+    return rc;
+}
+
 int symbolizer_prefetch(symbolizer_t* sym, int module) {
     if (!sym || module < 0 || module >= sym->nmodules)
         return -EINVAL;
@@ -891,10 +906,7 @@ int symbolizer_prefetch(symbolizer_t* sym, int module) {
     sym->modules[module].is_queued = true;
     if (module < sym->next_queued)
         sym->next_queued = module;
-    if (!sym->has_worker) {
-        rc = -pthread_create(&sym->worker, NULL, prefetch_main, sym);
-        sym->has_worker = rc == 0;
-    }
+    rc = start_worker_locked(sym);
     pthread_cond_broadcast(&sym->changed);
     pthread_mutex_unlock(&sym->lock);
     return rc;

@@ -58,6 +58,10 @@ int symbolizer_add_module(symbolizer_t* sym, const char* path, const uint8_t* bu
 // it is opening. The lookups' answers are the same with or without it. Call after every
 // symbolizer_add_debug_dir. 0, or -errno (no thread: lookups open modules as before).
 int symbolizer_prefetch(symbolizer_t* sym, int module);
+// That thread started now, idle until a module is queued: a thread takes its creator's
+// priority, and a caller about to queue modules from a thread of lower priority (heaplens run's
+// reader, niced) has it made at its own. 0, or -errno.
+int symbolizer_start(symbolizer_t* sym);
 
 // Symbolize rel_addr, an address relative to the module's load bias (ip - bias) that already
 // points into the call instruction (return address - 1). Writes up to max frames, innermost

@@ -8,7 +8,8 @@
 //
 // The thread runs at a lower priority (nice): it takes what the program and the agent's
 // writer leave of the machine. Once the program has ended, the rest is read on the main thread
-// at the CLI's own priority. A trace that is not the one reported on (the program exec'd: the
+// at the CLI's own priority (and the symbolizer's thread, which opens the modules the reading
+// meets for a JSON, HTML or SARIF report, was made at that priority too). A trace that is not the one reported on (the program exec'd: the
 // last image's is) is dropped, and the report reads that one from its file, as without this.
 #define _GNU_SOURCE
 #include "run_follow.h"
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "../analyze/reader.h"
+#include "../analyze/symbols.h"
 
 #define FOLLOW_CHUNKS 16              // chunks read between two looks at whether to stop
 #define FOLLOW_NAP_MIN_NS 1000000L    // the file has no whole chunk more: look again in 1 ms,
@@ -67,12 +69,6 @@ static int find_trace(run_follow_t* f) {
     free(ents);
     if (!f->trace || f->has_failed)
         return 0;
-    if (cli_trace_begin(&f->t, f->o, f->o->html_path != NULL) != 0) {
-        f->has_failed = 1;
-        return 0;
-    }
-    model_begin(f->t.m, cli_trace_observer(&f->t));
-    f->is_begun = 1;
     if (rd_stream_open(f->trace, &f->s, &f->t.m->read) != 0)
         f->has_failed = 1; // the report reads it, and says what is wrong with it
     return !f->has_failed;
@@ -113,6 +109,15 @@ run_follow_t* run_follow_start(const rundir_t* run, pid_t pid, const cli_report_
     f->run = run;
     f->pid = pid;
     f->o = o;
+    if (cli_trace_begin(&f->t, o, o->html_path != NULL) != 0) {
+        free(f);
+        return NULL;
+    }
+    model_begin(f->t.m, cli_trace_observer(&f->t));
+    f->is_begun = 1;
+    // The symbolizer's own thread, which opens the modules the reading meets, at this priority.
+    if (f->t.obs.module_seen)
+        symbolizer_start(f->t.sym);
     // Signals are the main thread's (it forwards them to the program, and waits for it).
     sigset_t all, old;
     sigfillset(&all);
@@ -120,6 +125,7 @@ run_follow_t* run_follow_start(const rundir_t* run, pid_t pid, const cli_report_
     int rc = pthread_create(&f->thread, NULL, follow_main, f);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
+        cli_trace_close(&f->t);
         free(f);
         return NULL;
     }
