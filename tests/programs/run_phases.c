@@ -14,22 +14,16 @@
 
 static void* kept[PHASES * KEPT];
 
-NOINLINE static void churn_small(int n) {
+// n blocks made and freed, of sizes base, base + step ... (spread of them); each call of it in
+// main is a call site of its own.
+NOINLINE static void churn(int n, size_t base, int spread, size_t step) {
     for (int i = 0; i < n; i++) {
-        char* p = malloc(24 + (size_t)(i % 7) * 8);
+        char* p = malloc(base + (size_t)(i % spread) * step);
         p[0] = (char)i;
         keep(p);
         free(p);
     }
-}
-
-NOINLINE static void churn_large(int n) {
-    for (int i = 0; i < n; i++) {
-        char* p = malloc(300 + (size_t)(i % 5) * 100);
-        p[0] = (char)i;
-        keep(p);
-        free(p);
-    }
+    NO_TAIL_CALL();
 }
 
 NOINLINE static void lose_some(void) {
@@ -47,8 +41,8 @@ NOINLINE static void keep_some(int phase) {
 
 int main(void) {
     for (int phase = 0; phase < PHASES; phase++) {
-        churn_small(CHURN / 2);
-        churn_large(CHURN / 2);
+        churn(CHURN / 2, 24, 7, 8);    // small blocks (the direct map)
+        churn(CHURN / 2, 300, 5, 100); // large ones (with headers)
         lose_some();
         keep_some(phase);
         struct timespec ts = {0, 40 * 1000 * 1000};
