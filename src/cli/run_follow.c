@@ -9,8 +9,9 @@
 // The thread runs at a lower priority (nice): it takes what the program and the agent's
 // writer leave of the machine. Once the program has ended, the rest is read on the main thread
 // at the CLI's own priority (and the symbolizer's thread, which opens the modules the reading
-// meets for a JSON, HTML or SARIF report, was made at that priority too). A trace that is not the one reported on (the program exec'd: the
-// last image's is) is dropped, and the report reads that one from its file, as without this.
+// meets for a JSON, HTML or SARIF report, was made at that priority too). A trace that is not
+// the one reported on (the program exec'd: the last image's is) is dropped, and the report
+// reads that one from its file, as without this.
 #define _GNU_SOURCE
 #include "run_follow.h"
 
@@ -27,11 +28,12 @@
 #include "../analyze/reader.h"
 #include "../analyze/symbols.h"
 
-#define FOLLOW_CHUNKS 16              // chunks read between two looks at whether to stop
-#define FOLLOW_NAP_MIN_NS 1000000L    // the file has no whole chunk more: look again in 1 ms,
-#define FOLLOW_NAP_MAX_NS 50000000L   // doubling to 50 ms while none comes (the agent writes a
-                                      // chunk every 8 ms while events flow)
-#define FOLLOW_NICE 10                // below the program and its writer, not starved
+#define FOLLOW_CHUNKS 16 // chunks read between two looks at whether to stop
+// The file has no whole chunk more: look again in 1 ms, doubling to 50 ms while none comes (the
+// agent writes a chunk every 8 ms while events flow).
+#define FOLLOW_NAP_MIN_NS 1000000L
+#define FOLLOW_NAP_MAX_NS 50000000L
+#define FOLLOW_NICE 10 // below the program and its writer, not starved
 
 struct run_follow_s {
     const rundir_t* run;
@@ -40,13 +42,13 @@ struct run_follow_s {
     pthread_t thread;
     _Atomic int stop; // the program ended: the thread leaves at its next look
     // The thread's until it is joined, then the main thread's:
-    char* trace;     // the trace followed; NULL until the session index names it
-    cli_trace_t t;   // its model, as far as it was read
-    int is_begun;    // t holds a model begun (model_begin)
+    char* trace;   // the trace followed; NULL until the session index names it
+    cli_trace_t t; // its model, as far as it was read
+    int is_begun;  // t holds a model begun (model_begin)
     rd_stream_t* s;
-    int ended;       // the reading ended (damage, out of memory): rc says how
+    int ended; // the reading ended (damage, out of memory): rc says how
     int rc;
-    int has_failed;  // nothing usable: the report reads the file
+    int has_failed; // nothing usable: the report reads the file
 };
 
 // The session index names the pid's first trace once its agent has opened it: 1 when it did
@@ -152,8 +154,8 @@ void run_follow_free(run_follow_t* f) {
     follow_drop(f);
 }
 
-int run_follow_report(run_follow_t* f, const char* trace, const report_child_t* kids,
-                      size_t nkids, int exit_status, int exit_signal, int* has_errors) {
+int run_follow_report(run_follow_t* f, const char* trace, const report_child_t* kids, size_t nkids,
+                      int exit_status, int exit_signal, int* has_errors) {
     follow_stop(f);
     if (f->has_failed || !f->s || strcmp(f->trace, trace) != 0) {
         follow_drop(f);
