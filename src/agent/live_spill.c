@@ -216,7 +216,6 @@ static HL_COLD int odd_take(uintptr_t addr, hl_block_t* out, int remove, uint32_
 // faults a fork, for a table most programs never use (glibc's chunks keep one live block to a
 // granule).
 static _Atomic int used_gate;
-static int locked_shards; // spill_lock_all took the shards' locks (under used_gate)
 
 void spill_insert(const hl_block_t* b) {
     if (!atomic_load_explicit(&hl_spill_used, memory_order_relaxed)) {
@@ -307,16 +306,15 @@ int spill_take(uintptr_t addr, hl_block_t* out, int release, uint32_t release_st
 }
 
 void spill_lock_all(void) {
-    spin_lock(&used_gate);
-    locked_shards = atomic_load(&hl_spill_used);
-    if (locked_shards)
+    spin_lock(&used_gate); // hl_spill_used stays as it is until spill_unlock_all
+    if (atomic_load(&hl_spill_used))
         for (int i = 0; i < HL_SHARDS; i++)
             shard_lock(&shards[i]);
     spin_lock(&odd_lock);
 }
 void spill_unlock_all(void) {
     spin_unlock(&odd_lock);
-    if (locked_shards)
+    if (atomic_load(&hl_spill_used))
         for (int i = 0; i < HL_SHARDS; i++)
             shard_unlock(&shards[i]);
     spin_unlock(&used_gate);

@@ -690,8 +690,8 @@ static size_t state_bytes(int depth) {
     return sizeof(unwind_state_t) + 2 * HL_RECENT * walk_bytes(depth);
 }
 
-// An empty state's fields, over zeroed memory of state_bytes(depth). depth, which tells a state
-// laid out from one that is not (0), is written last.
+// An empty state's fields, over zeroed memory of state_bytes(depth). Its depth tells a state
+// laid out (non-zero) from a fork child's zeroed copy.
 static void state_lay_out(unwind_state_t* st, int depth) {
     size_t each = walk_bytes(depth);
     st->rule_table = rule_table_of(st->first_rules, HL_RULE_CACHE_FIRST / HL_RULE_WAYS);

@@ -609,13 +609,12 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     while (read(exec_err[0], &exec_errno, sizeof exec_errno) < 0 && errno == EINTR)
         ;
     close(exec_err[0]);
+    // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
+    int wants_no_analysis = o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
+                            !o.report.sarif_path && !o.report.error_exitcode;
     // The default report (cli_report_trace's) is made from the trace as the program writes it.
-    int is_reported_here = !report && !o.remote &&
-                           !(o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
-                             !o.report.sarif_path && !o.report.error_exitcode);
-    run_follow_t* follow = !exec_errno && is_reported_here && !o.has_alert_growth
-                               ? run_follow_start(&run, child_pid, &o.report)
-                               : NULL;
+    int follows = !exec_errno && !report && !o.remote && !wants_no_analysis && !o.has_alert_growth;
+    run_follow_t* follow = follows ? run_follow_start(&run, child_pid, &o.report) : NULL;
     int status = 0;
     if (o.has_alert_growth && !o.no_control && !o.remote)
         wait_alerting(child_pid, &o, &status);
@@ -664,11 +663,7 @@ int cli_run_traced(run_opts_t o, char** prog_argv, cli_run_report_fn report, voi
     } else if (report) {
         cli_run_result_t res = {child_pid, root_trace, kids, nkids, exit_status, exit_signal};
         report_failed = report(report_arg, &res, &has_errors) != 0;
-    } else if (o.report.is_quiet && !o.report.json_path && !o.report.html_path &&
-               !o.report.sarif_path &&
-               !o.report.error_exitcode) {
-        // Nothing asks for the analysis: the trace is the result (heaplens report reads it).
-    } else {
+    } else if (!wants_no_analysis) {
         int followed = follow ? run_follow_report(follow, root_trace, kids, nkids, exit_status,
                                                   exit_signal, &has_errors)
                               : -1;
