@@ -133,7 +133,7 @@ void* hook_alloc(size_t size, int fn) {
         char* q = hl_real.malloc(layout_headed_size(size));
         p = q ? give_headed(t, q, size, fn) : NULL;
     } else {
-        p = hl_real.malloc(layout_padded(size));
+        p = hl_real.malloc(layout_plain(size));
         if (p)
             record_alloc(t, p, size, fn);
     }
@@ -182,7 +182,7 @@ HL_EXPORT void* calloc(size_t nmemb, size_t size) {
         char* q = hl_real.calloc(1, layout_headed_size(total));
         p = q ? give_headed(t, q, total, HL_FN_CALLOC) : NULL;
     } else {
-        p = hl_real.calloc(1, layout_padded(total));
+        p = hl_real.calloc(1, layout_plain(total));
         if (p)
             record_alloc(t, p, total, HL_FN_CALLOC);
     }
@@ -303,7 +303,7 @@ static void* realloc_impl(void* p, size_t size, int fn) {
             q = give_headed(t, r, size, fn);
         }
     } else {
-        q = hl_real.realloc(p, layout_padded(size));
+        q = hl_real.realloc(p, layout_plain(size));
         if (!q)
             record_realloc_undo(t, &old);
         else

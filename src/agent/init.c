@@ -240,6 +240,10 @@ void agent_init(void) {
     modules_self_range();
     unwind_init();
     live_init();
+    // Where glibc's chunk layout is known and its blocks are the guarded ones (not the checked
+    // layout, not an allocator of the executable's own: its guard is 0 by now).
+    live_trailers_set(hl_opt.trailers && !hl_opt.checking && hl_real.is_glibc,
+                      (size_t)hl_opt.guard);
     stacks_init();
     agent_pid = (int)syscall(SYS_getpid);
     if (!is_set_up) {

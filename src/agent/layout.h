@@ -27,6 +27,18 @@ static inline size_t layout_padded(size_t size) {
     return size > SIZE_MAX - g ? SIZE_MAX : size + g;
 }
 
+// A block of malloc, calloc or realloc below header_min: block and guard, and while trailers are
+// on the trailer's word after them, the request rounded as layout_headed_size rounds its own (so
+// the word is the chunk's last, and the guard's line holds it for most blocks).
+static inline size_t layout_plain(size_t size) {
+    if (!hl_trailers_on)
+        return layout_padded(size);
+    size_t extra = (size_t)hl_opt.guard + HL_TRAILER + 15 + sizeof(size_t);
+    if (size > SIZE_MAX - extra)
+        return SIZE_MAX;
+    return ((size + extra) & ~(size_t)15) - sizeof(size_t);
+}
+
 // A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded to
 // 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
 // Over glibc's malloc, rounded to what fills one of its chunks: a chunk is a multiple of 16

@@ -231,6 +231,8 @@ void live_insert(const hl_block_t* b) {
         header_insert(b);
         return;
     }
+    if (hl_trailers_on && trailer_insert(b))
+        return;
     region_t* r = NULL;
     if (hl_likely(fits(b) && regions.at)) {
         r = region_of(b->addr);

@@ -3,6 +3,7 @@
 #ifndef HL_LIVE_H
 #define HL_LIVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 // Plain fields, no bit-fields: the hot path builds one per call, and a bit-field store is a
@@ -16,6 +17,7 @@ typedef struct hl_block_s {
     uint8_t is_internal; // made by the agent's own libraries: tracked, never reported
     uint8_t headed;      // its record is in the HL_HEADER bytes before it (live_header.c)
     uint8_t ignored;     // heaplens_ignore: never reported as a leak (live_set_ignored)
+    uint8_t trailed;     // its record is in its chunk's last word (live_header.c)
     uint32_t stack;
     uint32_t thread; // owner thread; once FREED, the stack that released the block
     uint32_t epoch;  // the epoch it was allocated in (epoch.h; stored modulo HL_EPOCH_BITS)
@@ -32,6 +34,12 @@ enum hl_block_state {
 // allocator is asked for HL_HEADER more bytes, and its pointer is the program's minus these.
 #define HL_HEADER 16
 int live_header_room(uintptr_t addr); // may a block at addr carry a header? (marks made)
+// The record a smaller block carries after it while trailers are on (live_header.c): one word,
+// the last of its glibc chunk, after the block and its guard. Its pointer stays the allocator's.
+#define HL_TRAILER 8
+extern int hl_trailers_on; // trailers used (layout_plain makes their room)
+// Trailers on or off (agent start): on only over glibc's malloc, with guard bytes before them.
+void live_trailers_set(int on, size_t guard);
 
 void live_init(void);
 void live_prefetch(uintptr_t addr); // a hint before live_insert/live_remove of addr

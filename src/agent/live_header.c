@@ -56,6 +56,53 @@ _Static_assert(sizeof(header_t) == HL_HEADER, "the header is what hooks.c makes 
 _Atomic int hl_headers_used;
 static region_dir_t regions; // of marks, for 16 MiB of heap each
 
+// Trailers. Over glibc's malloc a smaller block keeps its record in the last word of its chunk
+// (layout_plain makes the room), after the block and its guard: the guard's check reads that
+// line at the release anyway, and glibc's own chunk header (the size word before the block)
+// says where the chunk ends, so the record costs no cache miss of its own, where a slot of the
+// direct map cost one (and half a byte per byte of the heap's span). The block's pointer stays
+// the allocator's own, so a block whose record does not fit a word (the bits below) goes to the
+// direct map unchanged, and the scan sees every pointer where it would without the agent (a
+// header moves it 16 bytes into the chunk, onto addresses glibc's free lists hold).
+// Marked MARK_LIVE8 at offset 0 of its granule: over glibc every block is 16-aligned, so that
+// mark means nothing else there.
+//   bits 0-5: the chunk's usable bytes - HL_TRAILER - the block's size (guard and rounding)
+//   6-10: fn | 11: ignored | 12-36: stack | 37-52: epoch label | 53-63: owner thread index
+// (guarded always; internal blocks never have one).
+int hl_trailers_on;
+static size_t trailer_guard; // the guard bytes between a block and its trailer
+// MARK_LIVE8 is a trailer's mark from the first time trailers were on: a later session that
+// turns them off (attach sets no guards) still finds the blocks made before it.
+static int trailers_marked;
+
+void live_trailers_set(int on, size_t guard) {
+    hl_trailers_on = on && guard && UINTPTR_MAX > 0xffffffffu;
+    trailer_guard = guard;
+    if (hl_trailers_on)
+        trailers_marked = 1;
+}
+#define T_TAIL_BITS 6
+#define T_FN_SHIFT 6
+#define T_FN_BITS 5
+#define T_IGNORED (1ull << 11)
+#define T_STACK_SHIFT 12
+#define T_STACK_BITS 25
+#define T_EPOCH_SHIFT 37
+#define T_THREAD_SHIFT 53
+#define T_THREAD_BITS 11
+_Static_assert(T_EPOCH_SHIFT + HL_EPOCH_BITS == T_THREAD_SHIFT, "the epoch label fits its bits");
+_Static_assert(T_THREAD_SHIFT + T_THREAD_BITS == 64, "the fields fill the word");
+#define T_GLIBC_MMAPPED 2 // glibc's chunk size flag: the chunk is a mapping of its own
+
+// The usable bytes of the glibc chunk whose pointer is addr, 0 for a mapped chunk.
+static inline size_t chunk_usable(uintptr_t addr) {
+    size_t word = ((const size_t*)addr)[-1];
+    return (word & T_GLIBC_MMAPPED) ? 0 : (word & ~(size_t)7) - sizeof(size_t);
+}
+static inline _Atomic uint64_t* trailer_at(uintptr_t addr) {
+    return (_Atomic uint64_t*)(addr + chunk_usable(addr) - HL_TRAILER);
+}
+
 void header_init(void) {
     region_dir_init(&regions);
 }
@@ -122,6 +169,52 @@ void header_insert(const hl_block_t* b) {
     set_mark(b->addr, (b->addr & 8) ? MARK_LIVE8 : MARK_LIVE0); // publishes the header
 }
 
+// 1 when b's record went into its trailer; 0 when it does not fit one (the direct map's then).
+int trailer_insert(const hl_block_t* b) {
+#if UINTPTR_MAX > 0xffffffffu
+    if (!b->guarded || b->headed || b->is_internal || (b->addr & 15) || addr_beyond(b->addr) ||
+        (b->stack >> T_STACK_BITS) || (b->thread >> T_THREAD_BITS) || (b->fn >> T_FN_BITS))
+        return 0;
+    size_t usable = chunk_usable(b->addr);
+    if (usable < HL_TRAILER + trailer_guard || usable - HL_TRAILER - trailer_guard < b->size)
+        return 0; // a mapped chunk, or no room after the guard (an aligned block's chunk)
+    size_t tail = usable - HL_TRAILER - b->size;
+    if ((tail >> T_TAIL_BITS) || !live_header_room(b->addr))
+        return 0;
+    _Atomic uint64_t* w = (_Atomic uint64_t*)(b->addr + usable - HL_TRAILER);
+    atomic_store_explicit(w,
+                          tail | (uint64_t)b->fn << T_FN_SHIFT | (b->ignored ? T_IGNORED : 0) |
+                              (uint64_t)b->stack << T_STACK_SHIFT |
+                              (uint64_t)(b->epoch & HL_EPOCH_MASK) << T_EPOCH_SHIFT |
+                              (uint64_t)b->thread << T_THREAD_SHIFT,
+                          memory_order_relaxed);
+    if (hl_unlikely(!atomic_load_explicit(&hl_headers_used, memory_order_relaxed)))
+        atomic_store(&hl_headers_used, 1);
+    set_mark(b->addr, MARK_LIVE8); // publishes the trailer
+    return 1;
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
+static void trailer_unpack(uintptr_t addr, hl_block_t* b) {
+    size_t usable = chunk_usable(addr);
+    uint64_t w = atomic_load_explicit((_Atomic uint64_t*)(addr + usable - HL_TRAILER),
+                                      memory_order_relaxed);
+    memset(b, 0, sizeof *b);
+    b->addr = addr;
+    b->size = usable - HL_TRAILER - (w & ((1u << T_TAIL_BITS) - 1));
+    b->fn = (uint8_t)((w >> T_FN_SHIFT) & ((1u << T_FN_BITS) - 1));
+    b->guarded = 1;
+    b->ignored = (w & T_IGNORED) != 0;
+    b->stack = (uint32_t)(w >> T_STACK_SHIFT) & ((1u << T_STACK_BITS) - 1);
+    b->epoch = epoch_expand((uint32_t)(w >> T_EPOCH_SHIFT) & HL_EPOCH_MASK);
+    b->thread = (uint32_t)(w >> T_THREAD_SHIFT);
+    b->trailed = 1;
+    b->state = HL_BLOCK_LIVE;
+}
+
 static inline void unpack(uintptr_t addr, const header_t* h, hl_block_t* b) {
     memset(b, 0, sizeof *b);
     b->addr = addr;
@@ -147,11 +240,13 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
     unsigned sh = mark_shift(addr);
     unsigned live = (addr & 8) ? MARK_LIVE8 : MARK_LIVE0;
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    int trailed = 0;
     for (;;) {
         unsigned mark = (unsigned)(v >> sh) & 3;
         if (mark == MARK_FREED)
             return HL_BLOCK_FREED;
-        if (mark != live || (addr & 7))
+        trailed = trailers_marked && mark == MARK_LIVE8;
+        if (trailed ? (addr & 15) != 0 : mark != live || (addr & 7))
             return HL_BLOCK_EMPTY; // nothing here, or not the start of the block here
         if (!release)
             break;
@@ -164,7 +259,10 @@ int header_take(uintptr_t addr, hl_block_t* out, int release) {
                                                   memory_order_acquire))
             break;
     }
-    unpack(addr, (const header_t*)(addr - HL_HEADER), out);
+    if (trailed)
+        trailer_unpack(addr, out);
+    else
+        unpack(addr, (const header_t*)(addr - HL_HEADER), out);
     return HL_BLOCK_LIVE;
 }
 
@@ -189,10 +287,14 @@ void header_for_each(void (*fn)(const hl_block_t* b, void* arg), void* arg) {
                 unsigned k = (unsigned)__builtin_ctzll(live);
                 live &= live - 1;
                 unsigned mark = (unsigned)(v >> k) & 3;
+                int trailed = trailers_marked && mark == MARK_LIVE8;
                 uintptr_t a = base + (((uintptr_t)j * 32 + k / 2) << MARK_GRANULE_SHIFT) +
-                              (mark == MARK_LIVE8 ? 8 : 0);
+                              (mark == MARK_LIVE8 && !trailed ? 8 : 0);
                 hl_block_t b;
-                unpack(a, (const header_t*)(a - HL_HEADER), &b);
+                if (trailed)
+                    trailer_unpack(a, &b);
+                else
+                    unpack(a, (const header_t*)(a - HL_HEADER), &b);
                 fn(&b, arg);
             }
         }
@@ -206,14 +308,16 @@ void header_reset_after_fork(void) {
 // The header's size word is relabelled by compare-and-swap once its mark says LIVE: if the
 // block is released in between, the word is the allocator's (a free-list link), which equals
 // the expected size, label and flags only by a coincidence of 2^-58, and then is left as it was.
+// A trailer's word likewise (the allocator's once released: a free chunk's last word is the
+// next chunk's record of its size, which equals the expected word as rarely).
 static void rebase_one(const hl_block_t* b, void* arg) {
     const uint32_t* nf = arg;
-    _Atomic uint64_t* w = (_Atomic uint64_t*)(b->addr - HL_HEADER);
+    _Atomic uint64_t* w = b->trailed ? trailer_at(b->addr) : (_Atomic uint64_t*)(b->addr - HL_HEADER);
+    unsigned shift = b->trailed ? T_EPOCH_SHIFT : H_EPOCH_SHIFT;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-    uint32_t label = (uint32_t)(v >> H_EPOCH_SHIFT) & HL_EPOCH_MASK;
+    uint32_t label = (uint32_t)(v >> shift) & HL_EPOCH_MASK;
     uint32_t to = epoch_clamp_at(nf[0], nf[1], label);
-    uint64_t relabelled =
-        (v & ~((uint64_t)HL_EPOCH_MASK << H_EPOCH_SHIFT)) | (uint64_t)to << H_EPOCH_SHIFT;
+    uint64_t relabelled = (v & ~((uint64_t)HL_EPOCH_MASK << shift)) | (uint64_t)to << shift;
     if (to != label)
         atomic_compare_exchange_strong(w, &v, relabelled);
 }
@@ -228,6 +332,9 @@ int header_set_ignored(uintptr_t addr) {
     hl_block_t b;
     if (header_take(addr, &b, 0) != HL_BLOCK_LIVE)
         return -1;
-    atomic_fetch_or((_Atomic uint64_t*)(addr - HL_HEADER), H_IGNORED);
+    if (b.trailed)
+        atomic_fetch_or(trailer_at(addr), T_IGNORED);
+    else
+        atomic_fetch_or((_Atomic uint64_t*)(addr - HL_HEADER), H_IGNORED);
     return 0;
 }

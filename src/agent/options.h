@@ -20,6 +20,8 @@ typedef struct hl_options_s {
     int control;        // listen on a control socket (control.c)
     int wait;           // start the program only once a shell has connected (run --wait)
     size_t header_min;  // blocks of malloc/calloc/realloc from this size carry a header
+    int trailers;       // smaller guarded blocks over glibc keep their record in their chunk's
+                        // last word (live_header.c); 0: in the direct map
     // Heap checking (check.c, layout.c, hoard.c); any of them makes `checking` 1, and every block
     // then takes the checked path (no header: the red zone is what comes before a block).
     int checking;

@@ -194,7 +194,7 @@ void* record_free(hl_thread_t* t, void* p, int fn) {
             error_report(HL_ERR_MISMATCHED_FREE, fn, (uintptr_t)p, &b, 0);
         if (b.guarded && hl_unlikely(!guard_is_intact(&b)))
             error_report(HL_ERR_OVERFLOW, fn, (uintptr_t)p, &b, 0);
-        if (b.headed)
+        if (b.headed || b.trailed) // its record is the allocator's once released
             note_released(t, &b, here);
         if (hl_unlikely(atomic_load_explicit(&hl_api_hooks, memory_order_relaxed)))
             api_on_release(t, &b, HEAPLENS_FREED, here);
@@ -251,7 +251,7 @@ int record_realloc_begin(hl_thread_t* t, void* p, hl_block_t* old) {
             unsaid_push(t->ring, old);
         if (old->guarded && hl_unlikely(!guard_is_intact(old)))
             error_report(HL_ERR_OVERFLOW, HL_FN_REALLOC, (uintptr_t)p, old, 0);
-        if (old->headed)
+        if (old->headed || old->trailed)
             note_released(t, old, here);
         if (hl_unlikely(atomic_load_explicit(&hl_api_hooks, memory_order_relaxed)) &&
             !old->is_internal)

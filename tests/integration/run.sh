@@ -566,6 +566,33 @@ else
     fail headed_chunks "${bad:-$(cat "$D/stdout")}"
 fi
 
+# A block under 256 bytes keeps its record in its glibc chunk's last word (live_header.c:
+# trailers): block, 8 guard bytes and that word, rounded to what a chunk of 16k bytes holds
+# (16k - 8); with trailers off the block and its guard only. Its double free names the first
+# release, kept by the releasing thread once the word is glibc's again.
+hl trailed_chunks -- trailed_chunks
+expect_status trailed_chunks 0
+bad=$(awk '{ want = int(($1 + 8 + 8 + 8 + 15) / 16) * 16;
+             if ($2 != want) print $1 " bytes: a chunk of " $2 ", not " want }' "$D/stdout")
+if [ "$(wc -l <"$D/stdout")" = 11 ] && [ -z "$bad" ]; then
+    pass "trailed_chunks: each block and its trailer fill its chunk"
+else
+    fail trailed_chunks "${bad:-$(cat "$D/stdout")}"
+fi
+check trailed_chunks "$J" "calls['malloc'] >= 12" "errs('double_free', 'release_again') == 1" \
+    "errs_release('double_free', 'release_first') == 1" "len(errors) == 1"
+HEAPLENS_TRAILERS=0 hl trailed_chunks_off -- trailed_chunks
+expect_status trailed_chunks_off 0
+bad=$(awk '{ want = int(($1 + 8 + 8 + 15) / 16) * 16; if (want < 32) want = 32;
+             if ($2 != want) print $1 " bytes: a chunk of " $2 ", not " want }' "$D/stdout")
+if [ "$(wc -l <"$D/stdout")" = 11 ] && [ -z "$bad" ]; then
+    pass "trailed_chunks with HEAPLENS_TRAILERS=0: blocks and guards only"
+else
+    fail trailed_chunks_off "${bad:-$(cat "$D/stdout")}"
+fi
+check trailed_chunks_off "$J" "errs('double_free', 'release_again') == 1" \
+    "errs_release('double_free', 'release_first') == 1" "len(errors) == 1"
+
 # The writer makes a rising heap present ahead of the program (live.c), a sixteenth of its
 # growth at most: 64 MiB taken at once and barely touched stay mostly not resident (4 MiB of
 # them made present; all 64 would be a program harmed).
