@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // layout.h - where the agent puts its own bytes around a program's block (layout.c): the guard
-// after it, the 16-byte header before a large one, and with heap checking on, red zones on both
-// sides. The one place that knows how far the allocator's pointer is from the program's.
+// after it, the 16-byte header before a large one (over glibc, a record's word at the end of a
+// smaller one's chunk), and with heap checking on, red zones on both sides. The one place that
+// knows how far the allocator's pointer is from the program's.
 //
 //   plain      [block][guard]                               allocator's pointer = block
+//   trailed    [block][guard][rounding][record 8]           allocator's pointer = block
 //   headed     [header 16][block][guard] (rounded: see below)  allocator's pointer = block - 16
 //   checked    [slack][front record 16][red zone][block][red zone]
 //              allocator's pointer = block - front, front = the record + the zone rounded up to

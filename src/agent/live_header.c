@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: MIT
-// live_header.c - blocks that carry their own record. While guards are on, malloc, calloc and
-// realloc ask the allocator for HL_HEADER more bytes and hand the program the memory after
-// them: those 16 bytes hold what a slot of the direct map would (size, function, stack, owner).
-// They share a cache line with the allocator's own chunk header, which it has just written
-// (malloc) or is about to read (free), so recording or releasing the block costs no cache miss
-// of the agent's own; a slot of the direct map (half a byte per byte of heap, a slot per line
-// when blocks are large) cost one on every call.
+// live_header.c - blocks that carry their own record: large ones in a header before them, smaller
+// ones over glibc in a word at their chunk's end (see "Trailers" below). While guards are on,
+// malloc, calloc and realloc ask the allocator for HL_HEADER more bytes for a large block and
+// hand the program the memory after them: those 16 bytes hold what a slot of the direct map
+// would (size, function, stack, owner). They share a cache line with the allocator's own chunk
+// header, which it has just written (malloc) or is about to read (free), so recording or
+// releasing the block costs no cache miss of the agent's own; a slot of the direct map (half a
+// byte per byte of heap, a slot per line when blocks are large) cost one on every call.
 //
 // Which addresses hold such a block is told by a mark of 2 bits per 16-byte granule (a 64th of
-// the heap's span, in regions made with the heap's): LIVE at offset 0 or 8 of the granule, or
-// FREED, which is what tells a double free from an invalid one. What a freed block was is
-// kept by record.c (its header belongs to the allocator once released).
+// the heap's span, in regions made with the heap's): LIVE at offset 0 or 8 of the granule (a
+// trailer's block: LIVE8 at offset 0), or FREED, which is what tells a double free from an
+// invalid one. What a freed block was is kept by record.c (its header or trailer belongs to the
+// allocator once released).
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/single_threaded.h>
@@ -200,8 +202,8 @@ int trailer_insert(const hl_block_t* b) {
 
 static void trailer_unpack(uintptr_t addr, hl_block_t* b) {
     size_t usable = chunk_usable(addr);
-    uint64_t w = atomic_load_explicit((_Atomic uint64_t*)(addr + usable - HL_TRAILER),
-                                      memory_order_relaxed);
+    uint64_t w =
+        atomic_load_explicit((_Atomic uint64_t*)(addr + usable - HL_TRAILER), memory_order_relaxed);
     memset(b, 0, sizeof *b);
     b->addr = addr;
     b->size = usable - HL_TRAILER - (w & ((1u << T_TAIL_BITS) - 1));
@@ -312,7 +314,8 @@ void header_reset_after_fork(void) {
 // next chunk's record of its size, which equals the expected word as rarely).
 static void rebase_one(const hl_block_t* b, void* arg) {
     const uint32_t* nf = arg;
-    _Atomic uint64_t* w = b->trailed ? trailer_at(b->addr) : (_Atomic uint64_t*)(b->addr - HL_HEADER);
+    _Atomic uint64_t* w =
+        b->trailed ? trailer_at(b->addr) : (_Atomic uint64_t*)(b->addr - HL_HEADER);
     unsigned shift = b->trailed ? T_EPOCH_SHIFT : H_EPOCH_SHIFT;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     uint32_t label = (uint32_t)(v >> shift) & HL_EPOCH_MASK;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // live_levels.h - what the live table's three places share. A block is found in its own header
-// (live_header.c: the blocks of malloc, calloc and realloc while guards are on), else in the
+// or trailer (live_header.c: blocks of malloc, calloc and realloc while guards are on), else in the
 // direct map (live.c), else in the second level (live_spill.c).
 #ifndef HL_LIVE_LEVELS_H
 #define HL_LIVE_LEVELS_H
