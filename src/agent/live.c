@@ -219,6 +219,10 @@ static inline _Atomic uint64_t* d0_of(dslot_t* s) {
 // Starts loading addr's slot: the caller unwinds meanwhile, and the slot's cache miss (the
 // largest single cost of a call on a program with many live blocks) overlaps it.
 void live_prefetch(uintptr_t addr) {
+    if (hl_trailers_on) {
+        trailer_prefetch(addr); // where most blocks' records are then; the slot goes unused
+        return;
+    }
     if (hl_likely(regions.at && !addr_beyond(addr))) {
         const dslot_t* s = slot_of(addr);
         if (s)

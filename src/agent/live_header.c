@@ -200,6 +200,18 @@ int trailer_insert(const hl_block_t* b) {
 #endif
 }
 
+// The two lines a trailer block's release reads before its trailer: its mark's and the one with
+// glibc's size word (the trailer's own line follows from that word; the guard's check reads it
+// again right after).
+void trailer_prefetch(uintptr_t addr) {
+    if (hl_unlikely(!regions.at || addr_beyond(addr)))
+        return;
+    marks_t* m = marks_of(addr);
+    if (hl_likely(m != NULL))
+        __builtin_prefetch(mark_word(m, addr), 1, 3);
+    __builtin_prefetch((const void*)(addr - sizeof(size_t)), 0, 3);
+}
+
 static void trailer_unpack(uintptr_t addr, hl_block_t* b) {
     size_t usable = chunk_usable(addr);
     uint64_t w =

@@ -54,6 +54,7 @@ extern _Atomic int hl_headers_used; // set once the first header was written
 void header_init(void);
 void header_insert(const hl_block_t* b); // b->addr has room (live_header_room)
 int trailer_insert(const hl_block_t* b); // 1: its trailer holds it; 0: it does not fit one
+void trailer_prefetch(uintptr_t addr);    // a hint: addr's mark and glibc's size word before it
 // As live_remove / live_lookup (release = 0) for a header block at addr: HL_BLOCK_LIVE (the
 // block in *out), HL_BLOCK_FREED (a header block was released there last; *out untouched) or
 // HL_BLOCK_EMPTY.
