@@ -117,8 +117,25 @@ static inline uint32_t hash_of(uint64_t size, uint32_t stack) {
 #define HL_SITES_FIRST_SLOTS 256u // a power of two (the table's mask), 3 KiB
 _Static_assert(HL_SITES_FIRST_SLOTS * sizeof(site_slot_t) <= 4096, "the first table in a page");
 
+// The table grows while it stays within a share of the program's memory (the largest RSS the
+// writer has sampled, this table included) or below HL_SITES_TABLE_FLOOR. A program whose every
+// allocation has a (size, stack) pair of its own (churn_mix: 1.2M sites) gains little from
+// numbering them, where its table of 12 MiB doubled the agent's memory: past the share,
+// numbering stops (sites_broken) and the table is given back.
+#define HL_SITES_RSS_SHARE 16
+#define HL_SITES_TABLE_FLOOR ((size_t)4 << 20)
+static uint64_t rss_peak; // bytes (sites_note_rss)
+
+void sites_note_rss(uint64_t bytes) {
+    if (bytes > rss_peak)
+        rss_peak = bytes;
+}
+
 static HL_COLD int grow(void) {
     uint32_t cap = slots ? (mask + 1) * 2 : HL_SITES_FIRST_SLOTS;
+    size_t bytes = (size_t)cap * sizeof(site_slot_t);
+    if (bytes > HL_SITES_TABLE_FLOOR && bytes > rss_peak / HL_SITES_RSS_SHARE)
+        return -1;
     // Probed at random: past a few MiB in huge pages, so a probe is not a page walk as well
     // (a program with millions of call paths has as many sites).
     site_slot_t* fresh = os_map_dense_huge((size_t)cap * sizeof *fresh);
@@ -191,6 +208,11 @@ void sites_note(uint64_t size, uint32_t stack) {
     }
     if ((!slots || hashed + 1 > (mask + 1) / 4 * 3) && grow() != 0) {
         is_broken = 1;
+        if (slots) { // unused from here on (a fork child's numbering starts without it)
+            os_unmap(slots, (size_t)(mask + 1) * sizeof *slots);
+            slots = NULL;
+            mask = 0;
+        }
         return;
     }
     site_slot_t* s = find(size, stack);

@@ -683,6 +683,7 @@ static void sample(void) {
             rss = rss * 10 + (uint64_t)(*s - '0');
         rss *= (uint64_t)sysconf(_SC_PAGESIZE);
         chunk_note_rss(rss);
+        sites_note_rss(rss);
     }
     if (enc_reserve(&enc, 64) != 0)
         return;

@@ -609,6 +609,15 @@ fi
 check trailed_chunks_off "$J" "errs('double_free', 'release_again') == 1" \
     "errs_release('double_free', 'release_first') == 1" "len(errors) == 1"
 
+# 600,000 allocation sites, each used once: the writer's site table stops at a share of the
+# program's memory and numbering stops (sites.c); releases are written in full from then on, and
+# the report is whole. The table went to 12 MiB before (22 MiB more than native at the peak).
+hl sites_many -- sites_many
+expect_status sites_many 0
+check sites_many "$J" "calls['malloc'] == 600000" "calls['free'] == 600000" "errors == []" \
+    "lb('definite') == 0" "ln('definite') == 0"
+figure_within sites_many vmhwm_kb 10240
+
 # The writer makes a rising heap present ahead of the program (live.c), a sixteenth of its
 # growth at most: 64 MiB taken at once and barely touched stay mostly not resident (4 MiB of
 # them made present; all 64 would be a program harmed).
