@@ -148,7 +148,33 @@ TEST(numbering_stops_when_wide_pairs_run_out_of_room) {
     EXPECT_EQ_U(sites_number(48, 5), 0);
 }
 
+// The table stays within a 16th of the program's RSS, or 4 MiB: 300,000 stacks with two sizes
+// each need more (a table of 2^19 slots, 6 MiB), and with no RSS noted numbering stops, every
+// pair unnumbered from then on (releases written in full). With 1 GiB noted, all are numbered.
+// Runs first: the RSS noted only grows.
+TEST(numbering_stops_where_the_table_would_outgrow_its_share) {
+    sites_reset();
+    const uint32_t stacks = 300000;
+    for (uint32_t k = 1; k <= stacks; k++) {
+        sites_note(16, k); // the stack's first site, kept by stack id
+        sites_note(32, k); // its second, in the table
+    }
+    EXPECT_EQ_U(sites_number(16, 1), 0);
+    EXPECT_EQ_U(sites_number(32, 1), 0);
+    EXPECT_EQ_U(sites_number(32, stacks), 0);
+    sites_reset();
+    sites_note_rss((uint64_t)1 << 30);
+    for (uint32_t k = 1; k <= stacks; k++) {
+        sites_note(16, k);
+        sites_note(32, k);
+    }
+    EXPECT_EQ_U(sites_number(16, 1), 1);
+    EXPECT_EQ_U(sites_number(32, 1), 2);
+    EXPECT_EQ_U(sites_number(32, stacks), 2 * stacks);
+}
+
 int main(void) {
+    RUN_TEST(numbering_stops_where_the_table_would_outgrow_its_share);
     RUN_TEST(numbers_every_pair_as_the_reader_does);
     RUN_TEST(sizes_that_differ_above_32_bits);
     RUN_TEST(wide_pairs_are_numbered_in_turn);
