@@ -29,32 +29,35 @@ static inline size_t layout_padded(size_t size) {
     return size > SIZE_MAX - g ? SIZE_MAX : size + g;
 }
 
+// A block with `agent_bytes` of the agent's own around it, rounded to 16 bytes so that the
+// program's pointer stays 16-aligned in every allocator's size classes. Over glibc's malloc,
+// rounded to what fills one of its chunks: a chunk is a multiple of 16 bytes and begins with a
+// size_t of glibc's, so a request 16k - sizeof(size_t) bytes long wastes nothing (rounded to 16,
+// a header block of 32 bytes took a chunk of 80, where 64 hold it). A size near SIZE_MAX fails
+// as the allocator fails it.
+static inline size_t layout_filled(size_t block, size_t agent_bytes) {
+    size_t word = hl_real.is_glibc ? sizeof(size_t) : 0;
+    size_t extra = agent_bytes + 15 + word;
+    if (block > SIZE_MAX - extra)
+        return SIZE_MAX;
+    return ((block + extra) & ~(size_t)15) - word;
+}
+
 // A block of malloc, calloc or realloc below header_min: block and guard, and while trailers are
-// on the trailer's word after them, the request rounded as layout_headed_size rounds its own (so
-// the word is the chunk's last, and the guard's line holds it for most blocks).
+// on (over glibc only) the trailer's word after them, filling the chunk: the word is the chunk's
+// last, and the guard's line holds it for most blocks.
 static inline size_t layout_plain(size_t size) {
     if (!hl_trailers_on)
         return layout_padded(size);
-    size_t extra = (size_t)hl_opt.guard + HL_TRAILER + 15 + sizeof(size_t);
-    if (size > SIZE_MAX - extra)
-        return SIZE_MAX;
-    return ((size + extra) & ~(size_t)15) - sizeof(size_t);
+    return layout_filled(size, (size_t)hl_opt.guard + HL_TRAILER);
 }
 
-// A block of malloc, calloc or realloc while guards are on: header, block and guard, rounded to
-// 16 bytes so that the program's pointer stays 16-aligned in every allocator's size classes.
-// Over glibc's malloc, rounded to what fills one of its chunks: a chunk is a multiple of 16
-// bytes and begins with a size_t of glibc's, so a request 16k - sizeof(size_t) bytes long
-// wastes nothing (rounded to 16, a block of 32 bytes took a chunk of 80, where 64 hold it). A
-// block of 0 bytes is laid out as one of 1: its header and guard would fill a chunk to the
-// byte, and its pointer be the next chunk's address, which glibc's top pointer and free lists
-// hold (a leaked malloc(0) was found reachable through them).
+// A block of malloc, calloc or realloc while guards are on: header, block and guard. A block of
+// 0 bytes is laid out as one of 1: its header and guard would fill a chunk to the byte, and its
+// pointer be the next chunk's address, which glibc's top pointer and free lists hold (a leaked
+// malloc(0) was found reachable through them).
 static inline size_t layout_headed_size(size_t size) {
-    size_t extra = HL_HEADER + (size_t)hl_opt.guard + 15;
-    size_t word = hl_real.is_glibc ? sizeof(size_t) : 0;
-    if (size > SIZE_MAX - extra - word)
-        return SIZE_MAX;
-    return ((size + (size == 0) + extra + word) & ~(size_t)15) - word;
+    return layout_filled(size + (size == 0), HL_HEADER + (size_t)hl_opt.guard);
 }
 
 // The guard after a block (hl_opt.guard bytes, the red zone after it when checking). The

@@ -49,8 +49,8 @@ void live_prepare(void);
 void live_insert(const hl_block_t* b);
 // Remove addr; copies what was there to *out. Returns HL_BLOCK_LIVE when a live block was
 // removed, HL_BLOCK_FREED when addr is a recently freed block (its last owner in *out; for a
-// header block only out->headed: record.c keeps what it was), or HL_BLOCK_EMPTY when the agent
-// never saw it.
+// header or trailer block only out->headed: record.c keeps what it was), or HL_BLOCK_EMPTY
+// when the agent never saw it.
 int live_remove(uintptr_t addr, hl_block_t* out, uint32_t release_stack);
 int live_lookup(uintptr_t addr, hl_block_t* out);
 void live_lock_all(void);

@@ -143,8 +143,7 @@ int live_header_room(uintptr_t addr) {
 
 // While glibc runs the process single-threaded no other thread changes marks (the writer never
 // does), and a plain store spares the locked instruction's wait for every earlier store.
-static inline void set_mark(uintptr_t a, unsigned mark) {
-    marks_t* m = marks_of(a);
+static inline void set_mark_in(marks_t* m, uintptr_t a, unsigned mark) {
     _Atomic uint64_t* w = mark_word(m, a);
     if (hl_unlikely(!(atomic_load_explicit(&m->touched, memory_order_relaxed) & page_bit(w, m))))
         touch_page(m, w);
@@ -157,6 +156,9 @@ static inline void set_mark(uintptr_t a, unsigned mark) {
     while (!atomic_compare_exchange_weak_explicit(w, &v, (v & ~(3ull << sh)) | (uint64_t)mark << sh,
                                                   memory_order_release, memory_order_relaxed))
         ;
+}
+static inline void set_mark(uintptr_t a, unsigned mark) {
+    set_mark_in(marks_of(a), a, mark);
 }
 
 void header_insert(const hl_block_t* b) {
@@ -181,7 +183,10 @@ int trailer_insert(const hl_block_t* b) {
     if (usable < HL_TRAILER + trailer_guard || usable - HL_TRAILER - trailer_guard < b->size)
         return 0; // a mapped chunk, or no room after the guard (an aligned block's chunk)
     size_t tail = usable - HL_TRAILER - b->size;
-    if ((tail >> T_TAIL_BITS) || !live_header_room(b->addr))
+    if ((tail >> T_TAIL_BITS) || hl_unlikely(!regions.at))
+        return 0;
+    marks_t* m = marks_of(b->addr);
+    if (hl_unlikely(!m) && !(m = region_make(b->addr)))
         return 0;
     _Atomic uint64_t* w = (_Atomic uint64_t*)(b->addr + usable - HL_TRAILER);
     atomic_store_explicit(w,
@@ -192,7 +197,7 @@ int trailer_insert(const hl_block_t* b) {
                           memory_order_relaxed);
     if (hl_unlikely(!atomic_load_explicit(&hl_headers_used, memory_order_relaxed)))
         atomic_store(&hl_headers_used, 1);
-    set_mark(b->addr, MARK_LIVE8); // publishes the trailer
+    set_mark_in(m, b->addr, MARK_LIVE8); // publishes the trailer
     return 1;
 #else
     (void)b;
