@@ -22,20 +22,17 @@ size_t addr_sort_workspace_size(void) {
     return LEVELS * sizeof(level_t);
 }
 
-static void insertion(uintptr_t* k, size_t* s, uint32_t* o, size_t n) {
+static void insertion(uintptr_t* k, size_t* s, size_t n) {
     for (size_t i = 1; i < n; i++) {
         uintptr_t key = k[i];
         size_t size = s[i];
-        uint32_t at = o[i];
         size_t j = i;
         for (; j > 0 && k[j - 1] > key; j--) {
             k[j] = k[j - 1];
             s[j] = s[j - 1];
-            o[j] = o[j - 1];
         }
         k[j] = key;
         s[j] = size;
-        o[j] = at;
     }
 }
 
@@ -45,9 +42,9 @@ static inline unsigned digit(uintptr_t key, int shift) {
 
 // Sorts [0, n) by the digit at shift and, bucket by bucket, by the ones below it; lv is this
 // level's counts, lv + 1 the next one's.
-static void sort_level(uintptr_t* k, size_t* s, uint32_t* o, size_t n, int shift, level_t* lv) {
+static void sort_level(uintptr_t* k, size_t* s, size_t n, int shift, level_t* lv) {
     if (n <= SMALL) {
-        insertion(k, s, o, n);
+        insertion(k, s, n);
         return;
     }
     for (unsigned d = 0; d < DIGITS; d++)
@@ -67,22 +64,17 @@ static void sort_level(uintptr_t* k, size_t* s, uint32_t* o, size_t n, int shift
             size_t i = lv->head[d];
             uintptr_t key = k[i];
             size_t size = s[i];
-            uint32_t idx = o[i];
             for (unsigned dd = digit(key, shift); dd != d; dd = digit(key, shift)) {
                 size_t j = lv->head[dd]++;
                 uintptr_t tk = k[j];
                 size_t ts = s[j];
-                uint32_t to = o[j];
                 k[j] = key;
                 s[j] = size;
-                o[j] = idx;
                 key = tk;
                 size = ts;
-                idx = to;
             }
             k[i] = key;
             s[i] = size;
-            o[i] = idx;
             lv->head[d]++;
         }
     }
@@ -92,12 +84,12 @@ static void sort_level(uintptr_t* k, size_t* s, uint32_t* o, size_t n, int shift
     for (unsigned d = 0; d < DIGITS; d++) {
         size_t end = lv->tail[d];
         if (end - start > 1)
-            sort_level(k + start, s + start, o + start, end - start, shift - DIGIT_BITS, lv + 1);
+            sort_level(k + start, s + start, end - start, shift - DIGIT_BITS, lv + 1);
         start = end;
     }
 }
 
-void addr_sort(uintptr_t* keys, size_t* sizes, uint32_t* order, size_t n, void* workspace) {
+void addr_sort(uintptr_t* keys, size_t* sizes, size_t n, void* workspace) {
     uintptr_t differ = 0;
     int is_sorted = 1;
     for (size_t i = 1; i < n; i++) {
@@ -109,5 +101,5 @@ void addr_sort(uintptr_t* keys, size_t* sizes, uint32_t* order, size_t n, void* 
     int shift = 0; // the digit that holds the highest bit in which keys differ
     while (shift + DIGIT_BITS < KEY_BITS && (differ >> (shift + DIGIT_BITS)) != 0)
         shift += DIGIT_BITS;
-    sort_level(keys, sizes, order, n, shift, workspace);
+    sort_level(keys, sizes, n, shift, workspace);
 }

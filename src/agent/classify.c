@@ -347,8 +347,6 @@ void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* wo
     c.hi = in->starts[n - 1] + (in->sizes[n - 1] ? in->sizes[n - 1] : 1);
     build_granule_index(&c, (granule_t*)((char*)workspace + stack_bytes(n)), index_slots(n));
     memset(kind, ST_UNREACHED, n);
-    for (size_t i = 0; i < n; i++)
-        leader[i] = LC_NO_LEADER;
 
     for (size_t r = 0; r < in->nroots; r++) {
         scan_range_marking(&c, in->roots[r].lo, in->roots[r].hi, 1);

@@ -36,8 +36,8 @@ typedef struct lc_input_s {
 size_t lc_workspace_size(size_t nblocks);
 
 // Classify every block (fewer than LC_NO_LEADER of them). kind[i] receives HL_LEAK_*; leader[i]
-// receives, for an indirectly lost block, the index of the definitely lost block through which
-// it is lost (else LC_NO_LEADER).
+// receives, for an indirectly lost block only, the index of the block whose clique took it in
+// (the others' are not written: a caller's fresh pages stay untouched where few blocks are lost).
 #define LC_NO_LEADER UINT32_MAX
 void lc_classify(const lc_input_t* in, uint8_t* kind, uint32_t* leader, void* workspace);
 

@@ -357,40 +357,37 @@ static void* take(arena_t* a, size_t bytes) {
 // Blocks, sorted by address
 // ---------------------------------------------------------------------------------------------
 // The live table's blocks by address: starts and sizes, put in address order where they were
-// collected (addr_sort.c), order[i] the index in collection order of the i-th, by which the
-// rest of what was collected (raw_*) is found; verdicts by address. About 40 bytes a block,
-// where a sort into second copies took 76 (a program that exits holding millions of small
-// blocks had its peak memory set by its exit scan).
+// collected (addr_sort.c); the rest of a block's record (its stack, epoch, whether it is judged)
+// is looked up again by address when its verdict is written, in address order, so the lookups
+// walk the live table's memory forward. About 17 bytes a block (and the marking stack as deep
+// as it goes), where copies of the records and their collection order took 40: a program that
+// exits holding millions of small blocks has its peak memory set by its exit scan.
 typedef struct scan_blocks_s {
     size_t n, cap;
-    uint32_t* raw_stacks;
-    uint8_t* raw_fns;
-    uint8_t* raw_internal;
-    uint32_t* raw_epochs; // epoch labels (epoch.h)
-    uint8_t* unreadable; // by address order: not in readable memory, so neither read nor judged
     uintptr_t* starts;
     size_t* sizes;
-    uint32_t* order;
+    uint64_t* unreadable; // a bit by address order: not in readable memory, neither read nor judged
     uint8_t* kind;
-    uint32_t* leader;
+    uint32_t* leader; // written by classify.c for indirectly lost blocks only
     void* workspace; // classify.c's
     void* sort_workspace; // addr_sort.c's
 } scan_blocks_t;
 
+#define WORD_BITS 64 // bits in a word of the unreadable set
+
 static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
     b->cap = cap;
-    b->raw_stacks = take(a, cap * sizeof(uint32_t));
-    b->raw_fns = take(a, cap);
-    b->raw_internal = take(a, cap);
-    b->raw_epochs = take(a, cap * sizeof(uint32_t));
-    b->unreadable = take(a, cap);
     b->starts = take(a, cap * sizeof(uintptr_t));
     b->sizes = take(a, cap * sizeof(size_t));
-    b->order = take(a, cap * sizeof(uint32_t));
+    b->unreadable = take(a, (cap + WORD_BITS - 1) / WORD_BITS * sizeof(uint64_t));
     b->kind = take(a, cap);
     b->leader = take(a, cap * sizeof(uint32_t));
     b->workspace = take(a, lc_workspace_size(cap));
     b->sort_workspace = take(a, addr_sort_workspace_size());
+}
+
+static int is_unreadable(const scan_blocks_t* b, size_t i) {
+    return (int)(b->unreadable[i / WORD_BITS] >> (i % WORD_BITS) & 1);
 }
 
 static void collect_one(const hl_block_t* blk, void* arg) {
@@ -400,25 +397,26 @@ static void collect_one(const hl_block_t* blk, void* arg) {
     size_t i = b->n++;
     b->starts[i] = blk->addr;
     b->sizes[i] = blk->size;
-    b->order[i] = (uint32_t)i;
-    b->raw_stacks[i] = blk->stack;
-    b->raw_fns[i] = (uint8_t)blk->fn;
-    // heaplens_ignore: no verdict, and (as LeakSanitizer's ignored objects) a root: what it
-    // points to is reachable (bit 1)
-    b->raw_internal[i] = (uint8_t)(blk->is_internal | (blk->ignored ? 3 : 0));
-    b->raw_epochs[i] = blk->epoch;
 }
 
-// The live blocks, and those a verdict is given on (not the agent's own libraries', not one
-// the program said to ignore).
+// The live blocks, those a verdict is given on (not the agent's own libraries', not one the
+// program said to ignore), and those the program said to ignore.
 typedef struct live_tally_s {
-    size_t all, judged;
+    size_t all, judged, ignored;
 } live_tally_t;
 
 static void tally_one(const hl_block_t* blk, void* arg) {
     live_tally_t* t = arg;
     t->all++;
     t->judged += !blk->is_internal && !blk->ignored;
+    t->ignored += blk->ignored;
+}
+
+// A block's record as the scan found it, looked up again by address; 0 when it is no longer
+// live (another thread released it since: it has no verdict) or is not to be judged (the
+// agent's own, or one the program said to ignore).
+static int judged_record(uintptr_t addr, hl_block_t* out) {
+    return live_lookup(addr, out) == HL_BLOCK_LIVE && !out->is_internal && !out->ignored;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -673,9 +671,8 @@ static int is_readable(const map_t* maps, size_t nmaps, size_t* k, uintptr_t lo,
 // unmapped it, or the program made it inaccessible.
 static void mark_unreadable(scan_blocks_t* b, const map_t* maps, size_t nmaps) {
     for (size_t i = 0, k = 0; i < b->n; i++) {
-        b->unreadable[i] = 0;
         if (!is_readable(maps, nmaps, &k, b->starts[i], b->starts[i] + b->sizes[i])) {
-            b->unreadable[i] = 1;
+            b->unreadable[i / WORD_BITS] |= 1ull << (i % WORD_BITS);
             b->sizes[i] = 0;
         }
     }
@@ -767,13 +764,23 @@ static int keep_held_pages(roots_t* rs, hl_pagemap_t* pm) {
     return 0;
 }
 
+// Blocks the program asked never to be reported are roots, as LeakSanitizer's ignored objects
+// are: what they point to is reachable. Rare, so found by lookups, and only when there are any.
+static void push_ignored(roots_t* rs, const scan_blocks_t* b, size_t nignored) {
+    hl_block_t blk;
+    for (size_t i = 0; i < b->n && nignored; i++)
+        if (live_lookup(b->starts[i], &blk) == HL_BLOCK_LIVE && blk.ignored) {
+            push_root(rs, b->starts[i], b->starts[i] + b->sizes[i]);
+            nignored--;
+        }
+}
+
 static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* maps, size_t nmaps,
-                         const scan_blocks_t* b, const hl_thread_roots_t* self, hl_pagemap_t* pm) {
+                         const scan_blocks_t* b, size_t nignored, const hl_thread_roots_t* self,
+                         hl_pagemap_t* pm) {
     // Registers: held in the agent's own memory, which add_root would cut out as a hole.
     push_regs(rs, self);
-    for (size_t i = 0; i < b->n; i++) // blocks the program asked never to be reported
-        if (b->raw_internal[b->order[i]] & 2)
-            push_root(rs, b->starts[i], b->starts[i] + b->sizes[i]);
+    push_ignored(rs, b, nignored);
     for (int i = 0; i < nparked; i++)
         if (atomic_load(&parked[i].is_parked))
             push_regs(rs, &parked[i].roots);
@@ -848,8 +855,9 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
 }
 
 static void debug_reachable(const scan_blocks_t* b, const roots_t* rs) {
+    hl_block_t blk;
     for (size_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != HL_LEAK_REACHABLE || b->raw_internal[b->order[i]])
+        if (b->kind[i] != HL_LEAK_REACHABLE || !judged_record(b->starts[i], &blk))
             continue;
         for (size_t r = 0; r < rs->n; r++)
             for (uintptr_t a = (rs->r[r].lo + sizeof a - 1) & ~(sizeof a - 1);
@@ -877,12 +885,11 @@ static int is_lost(uint8_t kind) {
 // Is block i listed by this scan? Every block is judged (the same roots), but a check of the new
 // blocks lists those made since its epoch, and a re-check of the lost ones those an earlier scan
 // reported lost.
-static int is_listed(const scan_blocks_t* b, size_t i, const hl_scan_request_t* req,
-                     uint32_t now, int was_lost) {
+static int is_listed(const hl_block_t* blk, const hl_scan_request_t* req, uint32_t now,
+                     int was_lost) {
     if (req->only_lost)
         return was_lost;
-    return !req->since_epoch ||
-           epoch_is_since(epoch_expand_at(now, b->raw_epochs[b->order[i]]), req->since_epoch);
+    return !req->since_epoch || epoch_is_since(epoch_expand_at(now, blk->epoch), req->since_epoch);
 }
 
 // Verdicts, in address order. The lost set becomes the blocks lost now that this scan listed or
@@ -890,23 +897,25 @@ static int is_listed(const scan_blocks_t* b, size_t i, const hl_scan_request_t* 
 static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_request_t* req) {
     hl_scan_tally_t* tally = req->tally;
     uint32_t now = epoch_now();
+    // The lost set is for a later re-check: there is none after the exit scan. Its room is
+    // counted with the agent's own blocks among the lost (a few): pages never written cost none.
     size_t nlost = 0;
-    for (size_t i = 0; i < b->n; i++)
-        nlost += !b->raw_internal[b->order[i]] && !b->unreadable[i] && is_lost(b->kind[i]);
-    int keeps_set = lost_set_begin(nlost) == 0; // no memory: the old set stays as it was
+    for (size_t i = 0; i < b->n && !req->at_exit; i++)
+        nlost += !is_unreadable(b, i) && is_lost(b->kind[i]);
+    int keeps_set = !req->at_exit && lost_set_begin(nlost) == 0; // else the old set stays
     size_t lost_before = lost_set_count(), lost_found = 0;
     hl_lost_cursor_t cursor = {0};
     int can_write = 1;
     enc->last_verdict_addr = 0;
+    hl_block_t blk;
     for (size_t i = 0; i < b->n; i++) {
-        uint32_t o = b->order[i];
-        if (b->raw_internal[o] || b->unreadable[i])
+        if (is_unreadable(b, i) || !judged_record(b->starts[i], &blk))
             continue;
-        int was_lost = lost_set_has(&cursor, b->starts[i], b->raw_stacks[o], b->raw_epochs[o]);
+        int was_lost = lost_set_has(&cursor, b->starts[i], blk.stack, blk.epoch);
         lost_found += was_lost;
-        int listed = is_listed(b, i, req, now, was_lost);
+        int listed = is_listed(&blk, req, now, was_lost);
         if (keeps_set && is_lost(b->kind[i]) && (listed || was_lost))
-            lost_set_add(b->starts[i], b->raw_stacks[o], b->raw_epochs[o]);
+            lost_set_add(b->starts[i], blk.stack, blk.epoch);
         if (!listed || !can_write)
             continue; // judged with the rest, but not what the check asks about
         if (tally && b->kind[i] < HL_LEAK_COUNT) {
@@ -924,8 +933,8 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
         enc_s(enc, (int64_t)(b->starts[i] - enc->last_verdict_addr));
         enc->last_verdict_addr = b->starts[i];
         enc_u(enc, b->sizes[i]);
-        enc_u(enc, b->raw_stacks[o]);
-        enc_u(enc, b->raw_fns[o]);
+        enc_u(enc, blk.stack);
+        enc_u(enc, blk.fn);
         if (b->kind[i] == HL_LEAK_INDIRECT && b->leader[i] != LC_NO_LEADER) {
             // Follow leaders that were themselves absorbed by a later clique.
             size_t l = b->leader[i];
@@ -960,7 +969,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     size_t max_maps = 0, n = 0;
     // No block to judge (a program that allocated nothing, or freed it all): no root need be
     // read, nor the mappings (/bin/true: a tenth of what tracing it cost).
-    live_tally_t live = {0, 0};
+    live_tally_t live = {0, 0, 0};
     live_for_each(tally_one, &live);
     if (!live.judged && !world_runs_on) {
         n = live.all;
@@ -988,7 +997,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     size_t nmaps = parse_maps(maps_text, maps, max_maps);
     live_for_each(collect_one, &b);
     n = b.n;
-    addr_sort(b.starts, b.sizes, b.order, n, b.sort_workspace);
+    addr_sort(b.starts, b.sizes, n, b.sort_workspace);
     mark_unreadable(&b, maps, nmaps);
 
     rs.cap = nmaps * 2 + (size_t)nparked + 64;
@@ -998,7 +1007,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     size_t nvt = 0;
     hl_pagemap_t pm;
     int has_pagemap = pagemap_open(&pm) == 0;
-    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, self, has_pagemap ? &pm : NULL);
+    gather_roots(&rs, vt, &nvt, maps, nmaps, &b, live.ignored, self, has_pagemap ? &pm : NULL);
     if (rs.is_short) {
         if (has_pagemap)
             pagemap_close(&pm);
