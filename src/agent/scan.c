@@ -412,11 +412,13 @@ static void tally_one(const hl_block_t* blk, void* arg) {
     t->ignored += blk->ignored;
 }
 
-// A block's record as the scan found it, looked up again by address; 0 when it is no longer
-// live (another thread released it since: it has no verdict) or is not to be judged (the
-// agent's own, or one the program said to ignore).
-static int judged_record(uintptr_t addr, hl_block_t* out) {
-    return live_lookup(addr, out) == HL_BLOCK_LIVE && !out->is_internal && !out->ignored;
+// Block i's record, looked up again by its address; 0 when it is not to be judged (the agent's
+// own, or one the program said to ignore) or is no longer the block the scan collected: a
+// thread the exit could not stop released it since, or made another block there (of another
+// size), whose record the scan's reading of the old one's memory must not be given.
+static int judged_record(const scan_blocks_t* b, size_t i, hl_block_t* out) {
+    return live_lookup(b->starts[i], out) == HL_BLOCK_LIVE && out->size == b->sizes[i] &&
+           !out->is_internal && !out->ignored;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -857,7 +859,7 @@ static void gather_roots(roots_t* rs, lc_range_t* vt, size_t* nvt, const map_t* 
 static void debug_reachable(const scan_blocks_t* b, const roots_t* rs) {
     hl_block_t blk;
     for (size_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != HL_LEAK_REACHABLE || !judged_record(b->starts[i], &blk))
+        if (b->kind[i] != HL_LEAK_REACHABLE || !judged_record(b, i, &blk))
             continue;
         for (size_t r = 0; r < rs->n; r++)
             for (uintptr_t a = (rs->r[r].lo + sizeof a - 1) & ~(sizeof a - 1);
@@ -909,7 +911,7 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
     enc->last_verdict_addr = 0;
     hl_block_t blk;
     for (size_t i = 0; i < b->n; i++) {
-        if (is_unreadable(b, i) || !judged_record(b->starts[i], &blk))
+        if (is_unreadable(b, i) || !judged_record(b, i, &blk))
             continue;
         int was_lost = lost_set_has(&cursor, b->starts[i], blk.stack, blk.epoch);
         lost_found += was_lost;
