@@ -335,7 +335,9 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     error_check_guards_at_exit();
     if (hl_opt.scan_at_exit) {
         writer_release_window_locked();
-        scan_run_with(enc, &self, &(hl_scan_request_t){.all_stopped = all_stopped, .at_exit = 1});
+        scan_run_with(enc, &self,
+                      &(hl_scan_request_t){
+                          .all_stopped = all_stopped, .at_exit = 1, .process_ends = 1});
     }
     writer_end_locked(how, value);
     control_close();

@@ -899,12 +899,12 @@ static int is_listed(const hl_block_t* blk, const hl_scan_request_t* req, uint32
 static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_request_t* req) {
     hl_scan_tally_t* tally = req->tally;
     uint32_t now = epoch_now();
-    // The lost set is for a later re-check: there is none after the exit scan. Its room is
+    // The lost set is for a later re-check: there is none once the process ends. Its room is
     // counted with the agent's own blocks among the lost (a few): pages never written cost none.
     size_t nlost = 0;
-    for (size_t i = 0; i < b->n && !req->at_exit; i++)
+    for (size_t i = 0; i < b->n && !req->process_ends; i++)
         nlost += !is_unreadable(b, i) && is_lost(b->kind[i]);
-    int keeps_set = !req->at_exit && lost_set_begin(nlost) == 0; // else the old set stays
+    int keeps_set = !req->process_ends && lost_set_begin(nlost) == 0; // else the old set stays
     size_t lost_before = lost_set_count(), lost_found = 0;
     hl_lost_cursor_t cursor = {0};
     int can_write = 1;

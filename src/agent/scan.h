@@ -35,7 +35,8 @@ typedef struct hl_scan_tally_s {
 
 typedef struct hl_scan_request_s {
     int all_stopped;       // every other thread parked with its registers
-    int at_exit;           // the process ends: the trace's last scan
+    int at_exit;           // the trace's last scan (the process ends, or tracing stops)
+    int process_ends;      // nothing runs after it: no later re-check needs a lost set
     uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block)
     int only_lost;         // list only the blocks earlier scans reported lost (lost_set.h)
     hl_scan_tally_t* tally; // filled when given
