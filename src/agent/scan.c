@@ -21,6 +21,7 @@
 #include "addr_sort.h"
 #include "encode.h"
 #include "epoch.h"
+#include "libc_exit.h"
 #include "live.h"
 #include "log.h"
 #include "lost_set.h"
@@ -390,9 +391,35 @@ static int is_unreadable(const scan_blocks_t* b, size_t i) {
     return (int)(b->unreadable[i / WORD_BITS] >> (i % WORD_BITS) & 1);
 }
 
+// Blocks the C library would release at exit (release_cached_tls, below) stay in the live
+// table, where a release of one after the scan (an exit handler that joins a thread may have
+// glibc trim its cache) still finds its record; the collection passes them over. By address,
+// ascending.
+#define HL_RELEASED_AT_EXIT 4096 // cached stacks' vectors and dynamic TLS blocks, at most
+static uintptr_t released_at_exit[HL_RELEASED_AT_EXIT];
+static size_t nreleased_at_exit;
+
+// Where addr is, or would go, in released_at_exit.
+static size_t released_place(uintptr_t addr) {
+    size_t lo = 0, hi = nreleased_at_exit;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (released_at_exit[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int is_released_at_exit(uintptr_t addr) {
+    size_t at = released_place(addr);
+    return at < nreleased_at_exit && released_at_exit[at] == addr;
+}
+
 static void collect_one(const hl_block_t* blk, void* arg) {
     scan_blocks_t* b = arg;
-    if (b->n >= b->cap)
+    if (b->n >= b->cap || (nreleased_at_exit && is_released_at_exit(blk->addr)))
         return;
     size_t i = b->n++;
     b->starts[i] = blk->addr;
@@ -680,6 +707,42 @@ static void mark_unreadable(scan_blocks_t* b, const map_t* maps, size_t nmaps) {
     }
 }
 
+// What glibc's __libc_freeres would release of the threads that ended, as memcheck has it do
+// before its leak check (libc_exit.h): FREE records, before the blocks are collected (which
+// passes them over).
+typedef struct maps_view_s {
+    const map_t* maps;
+    size_t n;
+} maps_view_t;
+
+static int maps_readable(uintptr_t lo, uintptr_t hi, void* arg) {
+    const maps_view_t* v = arg;
+    size_t k = 0;
+    return hi > lo && is_readable(v->maps, v->n, &k, lo, hi);
+}
+
+static int release_at_exit(uintptr_t addr, void* arg) {
+    (void)arg;
+    hl_block_t b;
+    if (nreleased_at_exit == HL_RELEASED_AT_EXIT || live_lookup(addr, &b) != HL_BLOCK_LIVE ||
+        b.is_internal || is_released_at_exit(addr))
+        return 0;
+    size_t at = released_place(addr);
+    memmove(&released_at_exit[at + 1], &released_at_exit[at],
+            (nreleased_at_exit - at) * sizeof *released_at_exit);
+    released_at_exit[at] = addr;
+    nreleased_at_exit++;
+    writer_free_at_exit_locked(&b);
+    return 1;
+}
+
+static void release_cached_tls(const map_t* maps, size_t nmaps) {
+    unsigned ndead = atomic_load(&dead_next);
+    maps_view_t view = {maps, nmaps};
+    libc_exit_cached_tls(dead_tps, ndead < HL_DEAD_STACKS ? ndead : HL_DEAD_STACKS, maps_readable,
+                         &view, release_at_exit, NULL);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scan
 // ---------------------------------------------------------------------------------------------
@@ -690,6 +753,7 @@ static int debug_scan; // HEAPLENS_DEBUG_SCAN=1: say where each reachable block 
 // interrupted, or NULL at exit), the static TLS size.
 void scan_init(void) {
     static_tls_used();
+    libc_exit_init();
     const char* dbg = getenv("HEAPLENS_DEBUG_SCAN");
     debug_scan = dbg && dbg[0] == '1';
 }
@@ -997,6 +1061,8 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
         }
     }
     size_t nmaps = parse_maps(maps_text, maps, max_maps);
+    if (req->process_ends && req->all_stopped && hl_opt.libc_freeres)
+        release_cached_tls(maps, nmaps);
     live_for_each(collect_one, &b);
     n = b.n;
     addr_sort(b.starts, b.sizes, n, b.sort_workspace);

@@ -1344,6 +1344,20 @@ hl_enc_t* writer_encoder_locked(void) {
     return &enc;
 }
 
+void writer_free_at_exit_locked(const hl_block_t* b) {
+    ensure_stack(b->stack);
+    if (enc_reserve(&enc, 64) != 0)
+        return;
+    totals.frees++;
+    totals.live_blocks--;
+    totals.live_bytes -= b->size;
+    enc_tag(&enc, REC_FREE_EXPLICIT);
+    enc_u(&enc, HL_FN_FREE);
+    enc_u(&enc, 0); // not a temporary
+    enc_u(&enc, b->size);
+    enc_u(&enc, b->stack);
+}
+
 void writer_release_window_locked(void) {
     drain_all();
     // A chunk must end the frame: a record makes sure there is one to end (its time is that of

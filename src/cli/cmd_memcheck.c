@@ -39,6 +39,7 @@ typedef struct mc_opts_s {
     int xml_fd;
     const char* xml_socket;
     int trace_children;
+    int run_libc_freeres;
     const char* keep_trace; // --heaplens-output: the trace is kept there
     const char* trace_dir;  // else the traces' private directory, removed once reported
     vsupp_t* supp;
@@ -66,6 +67,8 @@ static void usage(FILE* out) {
           "  --gen-suppressions=all         print a suppression for each error\n"
           "  --num-callers=N                frames per stack (default 12)\n"
           "  --trace-children=yes|no        report on exec'd and forked children (default no)\n"
+          "  --run-libc-freeres=yes|no      at exit, take what glibc would release of the\n"
+          "                                 threads that ended as released (default yes)\n"
           "  -q, --quiet, -v, --verbose     quieter, more verbose\n"
           "  -s, --show-error-list=yes|no   list the errors again before the summary\n"
           "  --tool=memcheck                the only tool there is (another is noted, and\n"
@@ -229,6 +232,9 @@ static int parse_option(mc_opts_t* o, int argc, char** argv, int* i) {
         o->vg.num_callers = (int)n;
     } else if (!strcmp(name, "--trace-children")) {
         if (parse_yes_no(v, &o->trace_children) != 0)
+            goto bad;
+    } else if (!strcmp(name, "--run-libc-freeres")) {
+        if (parse_yes_no(v, &o->run_libc_freeres) != 0)
             goto bad;
     } else if (!strcmp(name, "--heaplens-output")) {
         if (!*v)
@@ -452,6 +458,7 @@ int cmd_memcheck(int argc, char** argv) {
             },
         .log_fd = -1,
         .xml_fd = -1,
+        .run_libc_freeres = 1,
         .argv = argv,
     };
     int i = 1;
@@ -491,6 +498,7 @@ int cmd_memcheck(int argc, char** argv) {
         .guard = 8,
         .sample_ms = 10,
         .no_follow = !o.trace_children,
+        .no_libc_freeres = !o.run_libc_freeres,
     };
     cli_report_defaults(&ro.report);
     ro.report.error_exitcode = o.error_exitcode;

@@ -243,6 +243,8 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
             o->guard, o->sample_ms, o->no_follow, !o->no_scan, !o->no_release_stacks);
     if (o->no_control)
         fputs(":control=0", f);
+    if (o->no_libc_freeres)
+        fputs(":libc_freeres=0", f);
     if (o->alloc_stats_ms)
         fprintf(f, ":allocator_stats=%d", o->alloc_stats_ms);
     if (o->wait)

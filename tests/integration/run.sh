@@ -348,18 +348,30 @@ check threads_many "$J" "calls['malloc'] == 2001001" "totals['threads'] >= 1000"
 
 # 2,200 threads one after another: from thread index 2,048 on, records no longer fit a trailer
 # and go to the direct map. Verdicts as memcheck's (5,280 B in 220 blocks definitely lost, 880
-# blocks reachable); the 272-byte block of the last thread's TLS that glibc keeps with its cached
-# stack is not the test's.
+# blocks reachable, nothing possibly lost: the TLS vector glibc keeps with the last thread's
+# cached stack is released at exit, as memcheck has glibc do).
 hl threads_serial -- threads_serial
 expect_status threads_serial 0
 check threads_serial "$J" "calls['malloc'] == 4400" "lb('definite') == 5280" "ln('definite') == 220" \
     "rec('definite', 'worker')['blocks'] == 220" "rec('reachable', 'worker')['blocks'] == 880" \
-    "rec('reachable', 'worker')['bytes'] == 21120" "errors == []"
+    "rec('reachable', 'worker')['bytes'] == 21120" "lb('possible') == 0" "errors == []"
 if "$HL" report --summary "$T" 2>&1 | grep -q "temporary allocations: 2,200 "; then
     pass "threads_serial: 2,200 temporary allocations, owners past index 2,047 kept"
 else
     fail threads_serial "$("$HL" report --summary "$T" 2>&1 | grep temporary)"
 fi
+
+# Threads that ended before the program: glibc's __libc_freeres, which memcheck runs before its
+# leak check, releases the TLS vectors of the stacks glibc keeps cached (libc_exit.c), and the
+# exit scan takes them as released. memcheck on this program: 5 allocations, 1 release; 72 bytes
+# in 3 blocks definitely lost, and 272 in 1 possibly lost (the vector of the thread that ended
+# unjoined, whose stack is still in use). Before, the cached vector was possibly lost too.
+hl threads_ended -- threads_ended
+expect_status threads_ended 0
+check threads_ended "$J" "sum(calls.values()) - calls.get('free', 0) == 5" "calls['free'] == 1" \
+    "lb('definite') == 72" "ln('definite') == 3" "rec('definite', 'leak_in_thread')['blocks'] == 3" \
+    "lb('possible') == 272" "ln('possible') == 1" "rec('possible', 'allocate_dtv')['blocks'] == 1" \
+    "lb('reachable') == 0" "lb('indirect') == 0" "errors == []"
 
 hl stack_shapes -- stack_shapes
 # 16 leaves of a 4-level recursion: 16 records, each through exactly 4 descend frames, no two
@@ -524,9 +536,10 @@ check cxx_exception "$J" \
 # ================================================================================================
 hl threads_alloc -- threads_alloc
 expect_status threads_alloc 0
-# calloc: glibc makes each new thread's DTV with calloc (0..4, reused stacks may keep theirs).
+# calloc: glibc makes each new thread's DTV with calloc (0..4, reused stacks may keep theirs),
+# and each is released at exit with its cached stack, as memcheck has glibc do (libc_exit.c).
 check threads_alloc "$J" \
-    "calls['malloc'] == 37" "calls['free'] == 33" "calls['calloc'] in range(0, 5)" \
+    "calls['malloc'] == 37" "calls['free'] == 33 + calls['calloc']" "calls['calloc'] in range(0, 5)" \
     "totals['threads'] == 5" \
     "ln('definite') == 4" "lb('definite') == 4006" \
     "rec('definite', 'per_thread_leak') == {'bytes': 4006, 'blocks': 4, 'records': 1}" \
@@ -541,7 +554,7 @@ check threads_churn "$J" \
     "totals['threads'] == 25" \
     "rec('definite', 'short_lived_leak') == {'bytes': 160, 'blocks': 16, 'records': 1}" \
     "lb('definite') == 160" "lb('indirect') == 0" "lb('reachable') == 0" \
-    "lb('possible') == rec('possible', 'allocate_dtv')['bytes']" \
+    "lb('possible') == 0" \
     "names('churn_pairs') == []" "names('churn_handoff') == []" "errors == []" \
     "0 < totals['peak_time_ns'] <= end['time_ns']"
 # Every block with a header: 24 threads set and clear marks that share words, concurrently.
@@ -777,8 +790,8 @@ for mode in exec exit event lives idle thread clone killed; do
     thread)
         check "fork_quiet thread (the child)" "$D/child.json" \
             "process['fork_child'] == True" "end['how'] == 'exit'" "end['value'] == 3" \
-            "j['trace_complete'] == True" "calls['malloc'] == 11" "calls['free'] == 11" \
-            "totals['threads'] == 2"
+            "j['trace_complete'] == True" "calls['malloc'] == 11" \
+            "calls['free'] == 11 + calls['calloc']" "totals['threads'] == 2"
         sampled_before thread 45 ;;
     clone) # a clone(CLONE_VM) task of the child neither starts a writer nor hangs it
         check "fork_quiet clone (the child)" "$D/child.json" \

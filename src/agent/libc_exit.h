@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// libc_exit.h - what glibc releases at exit when asked to (__libc_freeres, which memcheck runs
+// before its leak check) among the blocks the exit scan would otherwise judge: the TLS vector
+// (DTV) of each thread whose stack glibc keeps cached for reuse, and the dynamic TLS blocks it
+// holds. A program that joined a thread has one: memcheck reports nothing of it, and the scan
+// would call it possibly lost (the thread control block points inside it). Found through the
+// layout glibc publishes for debuggers (the _thread_db_* descriptors libthread_db reads) and
+// its list of cached stacks (libc_exit.c says where).
+#ifndef HL_LIBC_EXIT_H
+#define HL_LIBC_EXIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Once, where the loader's lock may be taken (dlsym): what glibc says of its layout.
+void libc_exit_init(void);
+
+// May [lo, hi) be read? (The caller's mappings.)
+typedef int (*libc_readable_fn)(uintptr_t lo, uintptr_t hi, void* arg);
+
+// At the exit scan, every other thread stopped: for each stack glibc keeps cached, calls
+// release(addr, arg) for the live blocks __libc_freeres would free there (release says whether
+// it took one). The cached stacks are read from glibc's list, or where that cannot be read,
+// are those of tps (thread pointers of threads the agent saw end, in any order, repeated, or in
+// use again since) that are not in use. Does nothing where glibc's layout is not known or its
+// lists of stacks in use do not read whole. Returns the blocks given.
+size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn readable,
+                            void* readable_arg, int (*release)(uintptr_t addr, void* arg),
+                            void* release_arg);
+
+#endif
