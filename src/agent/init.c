@@ -336,8 +336,10 @@ void agent_finish_in(int how, int value, const ucontext_t* uc) {
     if (hl_opt.scan_at_exit) {
         writer_release_window_locked();
         scan_run_with(enc, &self,
-                      &(hl_scan_request_t){
-                          .all_stopped = all_stopped, .at_exit = 1, .process_ends = 1});
+                      &(hl_scan_request_t){.all_stopped = all_stopped,
+                                           .at_exit = 1,
+                                           .process_ends = how != HL_END_DETACH,
+                                           .exits = how == HL_END_EXIT});
     }
     writer_end_locked(how, value);
     control_close();

@@ -1061,7 +1061,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
         }
     }
     size_t nmaps = parse_maps(maps_text, maps, max_maps);
-    if (req->process_ends && req->all_stopped && hl_opt.libc_freeres)
+    if (req->exits && req->all_stopped && hl_opt.libc_freeres)
         release_cached_tls(maps, nmaps);
     live_for_each(collect_one, &b);
     n = b.n;

@@ -37,6 +37,8 @@ typedef struct hl_scan_request_s {
     int all_stopped;       // every other thread parked with its registers
     int at_exit;           // the trace's last scan (the process ends, or tracing stops)
     int process_ends;      // nothing runs after it: no later re-check needs a lost set
+    int exits;             // and it ends by exit or _exit, where memcheck has glibc release its
+                           // own memory first (libc_exit.h); not by a signal, not a detach
     uint32_t since_epoch;  // list only blocks of this epoch or later (0: every block)
     int only_lost;         // list only the blocks earlier scans reported lost (lost_set.h)
     hl_scan_tally_t* tally; // filled when given
