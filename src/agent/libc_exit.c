@@ -59,7 +59,8 @@ static int field(const char* name, size_t* at, size_t* bytes) {
 }
 
 void libc_exit_init(void) {
-    if (!HL_TP_IS_DESCRIPTOR || layout.is_known)
+    static int tried;
+    if (!HL_TP_IS_DESCRIPTOR || tried++)
         return;
     size_t used_at, user_at, list_bytes, bytes;
     uintptr_t rtld = (uintptr_t)dlsym(RTLD_DEFAULT, "_rtld_global");

@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Once, where the loader's lock may be taken (dlsym): what glibc says of its layout.
+// Before the exit scan, where the loader's lock may be taken (dlsym): what glibc says of its
+// layout (looked up once).
 void libc_exit_init(void);
 
 // May [lo, hi) be read? (The caller's mappings.)

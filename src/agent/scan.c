@@ -29,6 +29,7 @@
 #include "options.h"
 #include "os.h"
 #include "pagemap.h"
+#include "real.h"
 #include "scan.h"
 #include "thread.h"
 #include "unwind.h"
@@ -753,7 +754,6 @@ static int debug_scan; // HEAPLENS_DEBUG_SCAN=1: say where each reachable block 
 // interrupted, or NULL at exit), the static TLS size.
 void scan_init(void) {
     static_tls_used();
-    libc_exit_init();
     const char* dbg = getenv("HEAPLENS_DEBUG_SCAN");
     debug_scan = dbg && dbg[0] == '1';
 }
@@ -766,6 +766,11 @@ void scan_prepare_caller(hl_thread_roots_t* self) {
 
 void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
     static_tls_used_measure(1);
+    // Only a process that made threads can have cached their stacks (its dlsym calls cost the
+    // others nothing).
+    const char* single = hl_real.libc_single_threaded;
+    if (!single || !*single || atomic_load(&dead_next))
+        libc_exit_init();
     if (uc && !modules_own_text(context_ip(uc))) {
         roots_from_context(self, uc); // the program's own registers, where it was interrupted
         return;
