@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// libc_exit.c - the TLS vectors of cached thread stacks, which glibc's __libc_freeres releases
-// at exit (libc_exit.h). glibc keeps the stack of a joined or detached thread that ended, with
-// its thread descriptor and TLS vector, on a list of cached stacks for the next thread; a
-// thread that ended unjoined keeps its stack on the list of stacks in use, and its vector is
-// not released (memcheck reports it possibly lost, and so does the scan). The lists are read
-// while every other thread is stopped; one that does not read whole (a thread stopped while it
-// changed it) leaves everything as it is.
+// libc_exit.c - what glibc's __libc_freeres releases at exit (libc_exit.h): the TLS vectors of
+// cached thread stacks, and the buffers of open streams (libc_exit_stdio, at the end). glibc keeps
+// the stack of a joined or detached thread that ended, with its thread descriptor and TLS vector,
+// on a list of cached stacks for the next thread; a thread that ended unjoined keeps its stack on
+// the list of stacks in use, and its vector is not released (memcheck reports it possibly lost, and
+// so does the scan). The lists are read while every other thread is stopped; one that does not read
+// whole (a thread stopped while it changed it) leaves everything as it is.
 //
 // glibc publishes where the lists of stacks in use are (_rtld_global's _dl_stack_used and
 // _dl_stack_user), not the cached one: since glibc 2.34 it is the list_t right after
@@ -16,6 +16,7 @@
 #include "libc_exit.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "live.h"
@@ -36,6 +37,11 @@
 #define HL_LIST_MAX (1u << 16)
 // Thread pointers looked at, at most (the scan remembers this many ended threads).
 #define HL_ENDED_MAX 1024
+// Streams walked at most on stdio's list.
+#define HL_STREAMS_MAX (1u << 16)
+// A stream's flags (glibc's libio.h): its buffer is the program's (setvbuf), it has none.
+#define HL_IO_USER_BUF 0x0001
+#define HL_IO_UNBUFFERED 0x0002
 
 static struct {
     int is_known;
@@ -46,6 +52,7 @@ static struct {
     uintptr_t cached; // the list of cached stacks, where glibc 2.34 put it (2.36 has it there)
     uintptr_t used;   // _rtld_global's list of the stacks of threads made by pthread_create
     uintptr_t user;   // and of the others (the main thread, stacks the program gave)
+    FILE** streams;   // stdio's list of open streams (_IO_list_all)
 } layout;
 
 // A libthread_db descriptor: {bits, count, offset} of a field (nptl_db/structs.def).
@@ -58,9 +65,11 @@ static int field(const char* name, size_t* at, size_t* bytes) {
     return 0;
 }
 
-void libc_exit_init(void) {
-    static int tried;
-    if (!HL_TP_IS_DESCRIPTOR || tried++)
+void libc_exit_init(int threads) {
+    static int tried_streams, tried_threads;
+    if (!tried_streams++)
+        layout.streams = dlsym(RTLD_DEFAULT, "_IO_list_all");
+    if (!threads || !HL_TP_IS_DESCRIPTOR || tried_threads++)
         return;
     size_t used_at, user_at, list_bytes, bytes;
     uintptr_t rtld = (uintptr_t)dlsym(RTLD_DEFAULT, "_rtld_global");
@@ -179,6 +188,31 @@ size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn 
                 given += (size_t)release(to_free, release_arg);
         }
         given += (size_t)release(vector.addr, release_arg);
+    }
+    return given;
+}
+
+size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg,
+                       int (*release)(uintptr_t addr, void* arg), void* release_arg) {
+    if (!layout.streams ||
+        !readable((uintptr_t)layout.streams, (uintptr_t)layout.streams + sizeof *layout.streams,
+                  readable_arg))
+        return 0;
+    // As _IO_unbuffer_all leaves them for __libc_freeres: the buffer of each stream that has
+    // one, was used (oriented), and whose buffer is glibc's. Each must be a live block exactly
+    // the buffer's size, so that a list read while a stopped thread changed it gives nothing
+    // that is not such a buffer.
+    size_t given = 0;
+    FILE* fp = *layout.streams;
+    for (unsigned steps = 0; fp && steps < HL_STREAMS_MAX; steps++) {
+        if (!readable((uintptr_t)fp, (uintptr_t)fp + sizeof *fp, readable_arg))
+            break;
+        uintptr_t base = (uintptr_t)fp->_IO_buf_base, end = (uintptr_t)fp->_IO_buf_end;
+        hl_block_t b;
+        if (!(fp->_flags & (HL_IO_UNBUFFERED | HL_IO_USER_BUF)) && fp->_mode != 0 && base &&
+            end > base && live_lookup(base, &b) == HL_BLOCK_LIVE && b.size == end - base)
+            given += (size_t)release(base, release_arg);
+        fp = fp->_chain;
     }
     return given;
 }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // libc_exit.h - what glibc releases at exit when asked to (__libc_freeres, which memcheck runs
-// before its leak check) among the blocks the exit scan would otherwise judge: the TLS vector
+// before its leak check) among the blocks the exit scan would otherwise judge. The TLS vector
 // (DTV) of each thread whose stack glibc keeps cached for reuse, and the dynamic TLS blocks it
-// holds. A program that joined a thread has one: memcheck reports nothing of it, and the scan
-// would call it possibly lost (the thread control block points inside it). Found through the
-// layout glibc publishes for debuggers (the _thread_db_* descriptors libthread_db reads) and
-// its list of cached stacks (libc_exit.c says where).
+// holds: a program that joined a thread has one, which memcheck never reports and the scan
+// would call possibly lost (the thread control block points inside it). And the buffers glibc
+// allocated for stdio's streams still open: a program that printed to stdout has one, which
+// memcheck reports freed and the scan would call still reachable. Found through the layout
+// glibc publishes for debuggers (the _thread_db_* descriptors libthread_db reads), its list of
+// cached stacks (libc_exit.c says where) and stdio's list of streams (_IO_list_all; FILE's
+// fields are public).
 #ifndef HL_LIBC_EXIT_H
 #define HL_LIBC_EXIT_H
 
@@ -13,8 +16,8 @@
 #include <stdint.h>
 
 // Before the exit scan, where the loader's lock may be taken (dlsym): what glibc says of its
-// layout (looked up once).
-void libc_exit_init(void);
+// layout, looked up once; that of its threads only when there were threads.
+void libc_exit_init(int threads);
 
 // May [lo, hi) be read? (The caller's mappings.)
 typedef int (*libc_readable_fn)(uintptr_t lo, uintptr_t hi, void* arg);
@@ -25,6 +28,11 @@ typedef int (*libc_readable_fn)(uintptr_t lo, uintptr_t hi, void* arg);
 // are those of tps (thread pointers of threads the agent saw end, in any order, repeated, or in
 // use again since) that are not in use. Does nothing where glibc's layout is not known or its
 // lists of stacks in use do not read whole. Returns the blocks given.
+// The same, for the buffers glibc allocated for stdio's open streams: at exit it leaves them to
+// __libc_freeres (a program that printed through stdout has one).
+size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg,
+                       int (*release)(uintptr_t addr, void* arg), void* release_arg);
+
 size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn readable,
                             void* readable_arg, int (*release)(uintptr_t addr, void* arg),
                             void* release_arg);

@@ -392,7 +392,7 @@ static int is_unreadable(const scan_blocks_t* b, size_t i) {
     return (int)(b->unreadable[i / WORD_BITS] >> (i % WORD_BITS) & 1);
 }
 
-// Blocks the C library would release at exit (release_cached_tls, below) stay in the live
+// Blocks the C library would release at exit (release_libc_exit, below) stay in the live
 // table, where a release of one after the scan (an exit handler that joins a thread may have
 // glibc trim its cache) still finds its record; the collection passes them over. By address,
 // ascending.
@@ -737,11 +737,12 @@ static int release_at_exit(uintptr_t addr, void* arg) {
     return 1;
 }
 
-static void release_cached_tls(const map_t* maps, size_t nmaps) {
+static void release_libc_exit(const map_t* maps, size_t nmaps) {
     unsigned ndead = atomic_load(&dead_next);
     maps_view_t view = {maps, nmaps};
     libc_exit_cached_tls(dead_tps, ndead < HL_DEAD_STACKS ? ndead : HL_DEAD_STACKS, maps_readable,
                          &view, release_at_exit, NULL);
+    libc_exit_stdio(maps_readable, &view, release_at_exit, NULL);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -766,11 +767,11 @@ void scan_prepare_caller(hl_thread_roots_t* self) {
 
 void scan_prepare(hl_thread_roots_t* self, const ucontext_t* uc) {
     static_tls_used_measure(1);
-    // Only a process that made threads can have cached their stacks (its dlsym calls cost the
-    // others nothing).
+    // What glibc releases at exit: its layout looked up here, that of its threads only in a
+    // process that made threads (their dlsym calls cost the others nothing).
     const char* single = hl_real.libc_single_threaded;
-    if (!single || !*single || atomic_load(&dead_next))
-        libc_exit_init();
+    if (hl_opt.libc_freeres)
+        libc_exit_init(!single || !*single || atomic_load(&dead_next));
     if (uc && !modules_own_text(context_ip(uc))) {
         roots_from_context(self, uc); // the program's own registers, where it was interrupted
         return;
@@ -1067,7 +1068,7 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
     }
     size_t nmaps = parse_maps(maps_text, maps, max_maps);
     if (req->exits && req->all_stopped && hl_opt.libc_freeres)
-        release_cached_tls(maps, nmaps);
+        release_libc_exit(maps, nmaps);
     live_for_each(collect_one, &b);
     n = b.n;
     addr_sort(b.starts, b.sizes, n, b.sort_workspace);

@@ -32,7 +32,8 @@ command -v valgrind >/dev/null 2>&1 && HAVE_VG=1
 # memcheck's options for the comparisons. heaplens does not run glibc's and libstdc++'s exit-time
 # cleanup (an LD_PRELOAD agent cannot), so memcheck is told not to either: the blocks those
 # would free stay still reachable in both. Of glibc's, heaplens takes the TLS vectors of cached
-# thread stacks as released (libc_exit.c), unless told --run-libc-freeres=no too.
+# thread stacks and the buffers of open streams as released (libc_exit.c), unless told
+# --run-libc-freeres=no too.
 MC_OPTS=(-q --leak-check=full --show-leak-kinds=all --num-callers=30)
 VG_ONLY=(--run-libc-freeres=no --run-cxx-freeres=no)
 
@@ -89,25 +90,32 @@ for p in "${CASES[@]}"; do
 done
 [ $HAVE_VG = 0 ] && skip xml-vs-memcheck "valgrind is not installed"
 
-# With memcheck's defaults, glibc releases the TLS vectors of the stacks it keeps cached before
-# the leak check: threads that ended, two joined and one not (its vector possibly lost in both).
-# The program writes with write(2), so no stdio buffer tells the two apart.
-if [ $HAVE_VG = 1 ]; then
-    d=$WORK/xml/threads_ended_freeres
+# With memcheck's defaults, glibc releases what it keeps at exit before the leak check
+# (libc_exit.c): the TLS vectors of cached thread stacks (threads_ended: two joined threads and
+# one not, whose vector is possibly lost in both) and the buffers of open streams (stdio_exit:
+# stdout's and an open file's; its FILEs still reachable in both).
+defaults_compare() { # NAME PROGRAM [ARGS...]
+    local name=$1 d=$WORK/xml/$1_defaults hx vx out
+    shift
     mkdir -p "$d"
     (cd "$d" && timeout -k 5 $TIMEOUT "$HL" memcheck "${MC_OPTS[@]}" --xml=yes \
-        --xml-file="$d/hl.%p.xml" "$PROGS/threads_ended" >/dev/null 2>"$d/hl.err" </dev/null)
+        --xml-file="$d/hl.%p.xml" "$@" >/dev/null 2>"$d/hl.err" </dev/null)
     (cd "$d" && timeout -k 5 $TIMEOUT valgrind "${MC_OPTS[@]}" --xml=yes \
-        --xml-file="$d/vg.%p.xml" "$PROGS/threads_ended" >/dev/null 2>&1 </dev/null)
+        --xml-file="$d/vg.%p.xml" "$@" >/dev/null 2>&1 </dev/null)
     hx=$(xml_of "$d/hl") vx=$(xml_of "$d/vg")
     if [ -n "$hx" ] && [ -n "$vx" ]; then
-        out=$(python3 "$VGXML" compare "xml-threads_ended (memcheck's defaults)" "$vx" "$hx" 2>&1)
+        out=$(python3 "$VGXML" compare "xml-$name (memcheck's defaults)" "$vx" "$hx" 2>&1)
         echo "$out"
         PASSED=$((PASSED + $(grep -c '^PASS' <<<"$out")))
         FAILED=$((FAILED + $(grep -c '^FAIL' <<<"$out")))
     else
-        fail "xml-threads_ended (memcheck's defaults)" "no readable XML ($(head -c 300 "$d/hl.err"))"
+        fail "xml-$name (memcheck's defaults)" "no readable XML ($(head -c 300 "$d/hl.err"))"
     fi
+}
+if [ $HAVE_VG = 1 ]; then
+    defaults_compare threads_ended "$PROGS/threads_ended"
+    mkdir -p "$WORK/stdio_exit"
+    defaults_compare stdio_exit "$PROGS/stdio_exit" "$WORK/stdio_exit"
 fi
 
 # Writes past a block: memcheck's InvalidWrite is at the write; heaplens finds the guard bytes
