@@ -22,7 +22,8 @@
 #include "live.h"
 
 // Where the thread pointer is the thread's descriptor (glibc's TLS_TCB_AT_TP): the descriptor's
-// fields are at the offsets glibc publishes. Elsewhere nothing is released.
+// fields are at the offsets glibc publishes. Elsewhere no TLS vector is released (stdio's
+// buffers still are).
 #if defined(__x86_64__) || defined(__i386__)
 #define HL_TP_IS_DESCRIPTOR 1
 #else
