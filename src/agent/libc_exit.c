@@ -97,27 +97,11 @@ static uintptr_t read_word(uintptr_t at) {
     return *(const uintptr_t*)at;
 }
 
-// Marks the ended threads whose descriptor is on the list at head as in use; 0 when the list
-// read whole.
-static int mark_in_use(ended_t* e, uintptr_t head, libc_readable_fn readable, void* arg) {
+// Calls each(descriptor, e) for every thread descriptor on the list at head; 0 when the list
+// read whole: a circular list, each next's prev pointing back, and each() asking for no stop.
+static int walk_list(uintptr_t head, ended_t* e, int (*each)(ended_t* e, uintptr_t pd),
+                     libc_readable_fn readable, void* arg) {
     uintptr_t node = head;
-    for (unsigned steps = 0; steps <= HL_LIST_MAX; steps++) {
-        if ((node & (sizeof(uintptr_t) - 1)) ||
-            !readable(node, node + layout.next_at + sizeof node, arg))
-            return -1;
-        node = read_word(node + layout.next_at);
-        if (node == head)
-            return 0;
-        uintptr_t pd = node - layout.list_at;
-        for (size_t i = 0; i < e->n; i++)
-            e->in_use[i] |= e->tp[i] == pd;
-    }
-    return -1;
-}
-
-// The descriptors on the list of cached stacks, as ended threads; 0 when it read whole.
-static int read_cached(ended_t* e, libc_readable_fn readable, void* arg) {
-    uintptr_t head = layout.cached, node = head;
     for (unsigned steps = 0; steps <= HL_LIST_MAX; steps++) {
         if ((node & (sizeof(uintptr_t) - 1)) ||
             !readable(node, node + layout.next_at + sizeof node, arg))
@@ -129,13 +113,28 @@ static int read_cached(ended_t* e, libc_readable_fn readable, void* arg) {
             return -1;
         if (next == head)
             return 0;
-        if (e->n == HL_ENDED_MAX)
+        if (each(e, next - layout.list_at) != 0)
             return -1;
-        e->tp[e->n] = next - layout.list_at;
-        e->in_use[e->n++] = 0;
         node = next;
     }
     return -1;
+}
+
+// A descriptor on a list of stacks in use: the ended thread it was is in use again (or never
+// was let go: it ended unjoined).
+static int mark_in_use(ended_t* e, uintptr_t pd) {
+    for (size_t i = 0; i < e->n; i++)
+        e->in_use[i] |= e->tp[i] == pd;
+    return 0;
+}
+
+// A descriptor on the list of cached stacks: an ended thread.
+static int add_ended(ended_t* e, uintptr_t pd) {
+    if (e->n == HL_ENDED_MAX)
+        return -1;
+    e->tp[e->n] = pd;
+    e->in_use[e->n++] = 0;
+    return 0;
 }
 
 // The live block holding the TLS vector at dtv, and its vector's length: glibc made it
@@ -150,13 +149,12 @@ static int vector_block(uintptr_t dtv, libc_readable_fn readable, void* arg, hl_
 }
 
 size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn readable,
-                            void* readable_arg, int (*release)(uintptr_t addr, void* arg),
-                            void* release_arg) {
+                            void* readable_arg, libc_release_fn release, void* release_arg) {
     if (!layout.is_known)
         return 0;
     static ended_t e; // the world is stopped: one scan at a time
     e.n = 0;
-    if (read_cached(&e, readable, readable_arg) == 0)
+    if (walk_list(layout.cached, &e, add_ended, readable, readable_arg) == 0)
         ntps = 0; // every cached stack is known: the ones seen to end are among them
     else
         e.n = 0;
@@ -169,8 +167,8 @@ size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn 
             e.in_use[e.n++] = 0;
         }
     }
-    if (!e.n || mark_in_use(&e, layout.used, readable, readable_arg) != 0 ||
-        mark_in_use(&e, layout.user, readable, readable_arg) != 0)
+    if (!e.n || walk_list(layout.used, &e, mark_in_use, readable, readable_arg) != 0 ||
+        walk_list(layout.user, &e, mark_in_use, readable, readable_arg) != 0)
         return 0;
     size_t given = 0;
     for (size_t i = 0; i < e.n; i++) {
@@ -186,15 +184,15 @@ size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn 
             uintptr_t to_free = read_word(vector.addr + (2 + k) * DTV_ENTRY + DTV_TO_FREE);
             hl_block_t b;
             if (to_free && live_lookup(to_free, &b) == HL_BLOCK_LIVE)
-                given += (size_t)release(to_free, release_arg);
+                given += (size_t)release(&b, release_arg);
         }
-        given += (size_t)release(vector.addr, release_arg);
+        given += (size_t)release(&vector, release_arg);
     }
     return given;
 }
 
-size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg,
-                       int (*release)(uintptr_t addr, void* arg), void* release_arg) {
+size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg, libc_release_fn release,
+                       void* release_arg) {
     if (!layout.streams ||
         !readable((uintptr_t)layout.streams, (uintptr_t)layout.streams + sizeof *layout.streams,
                   readable_arg))
@@ -212,7 +210,7 @@ size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg,
         hl_block_t b;
         if (!(fp->_flags & (HL_IO_UNBUFFERED | HL_IO_USER_BUF)) && fp->_mode != 0 && base &&
             end > base && live_lookup(base, &b) == HL_BLOCK_LIVE && b.size == end - base)
-            given += (size_t)release(base, release_arg);
+            given += (size_t)release(&b, release_arg);
         fp = fp->_chain;
     }
     return given;

@@ -15,26 +15,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "live.h"
+
 // Before the exit scan, where the loader's lock may be taken (dlsym): what glibc says of its
 // layout, looked up once; that of its threads only when there were threads.
 void libc_exit_init(int threads);
 
 // May [lo, hi) be read? (The caller's mappings.)
 typedef int (*libc_readable_fn)(uintptr_t lo, uintptr_t hi, void* arg);
+// Takes the live block b (its record as the live table has it) as released; 1 when it did.
+typedef int (*libc_release_fn)(const hl_block_t* b, void* arg);
 
 // At the exit scan, every other thread stopped: for each stack glibc keeps cached, calls
-// release(addr, arg) for the live blocks __libc_freeres would free there (release says whether
+// release(block, arg) for the live blocks __libc_freeres would free there (release says whether
 // it took one). The cached stacks are read from glibc's list, or where that cannot be read,
 // are those of tps (thread pointers of threads the agent saw end, in any order, repeated, or in
 // use again since) that are not in use. Does nothing where glibc's layout is not known or its
 // lists of stacks in use do not read whole. Returns the blocks given.
 // The same, for the buffers glibc allocated for stdio's open streams: at exit it leaves them to
 // __libc_freeres (a program that printed through stdout has one).
-size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg,
-                       int (*release)(uintptr_t addr, void* arg), void* release_arg);
+size_t libc_exit_stdio(libc_readable_fn readable, void* readable_arg, libc_release_fn release,
+                       void* release_arg);
 
 size_t libc_exit_cached_tls(const uintptr_t* tps, size_t ntps, libc_readable_fn readable,
-                            void* readable_arg, int (*release)(uintptr_t addr, void* arg),
-                            void* release_arg);
+                            void* readable_arg, libc_release_fn release, void* release_arg);
 
 #endif

@@ -368,59 +368,41 @@ typedef struct scan_blocks_s {
     size_t n, cap;
     uintptr_t* starts;
     size_t* sizes;
-    uint64_t* unreadable; // a bit by address order: not in readable memory, neither read nor judged
+    // A bit by address order: neither read nor judged, the block being no longer in readable
+    // memory, or released at exit by the C library (release_libc_exit).
+    uint64_t* skipped;
     uint8_t* kind;
     uint32_t* leader; // written by classify.c for indirectly lost blocks only
     void* workspace; // classify.c's
     void* sort_workspace; // addr_sort.c's
 } scan_blocks_t;
 
-#define WORD_BITS 64 // bits in a word of the unreadable set
+#define WORD_BITS 64 // bits in a word of the skipped set
 
 static void blocks_carve(arena_t* a, scan_blocks_t* b, size_t cap) {
     b->cap = cap;
     b->starts = take(a, cap * sizeof(uintptr_t));
     b->sizes = take(a, cap * sizeof(size_t));
-    b->unreadable = take(a, (cap + WORD_BITS - 1) / WORD_BITS * sizeof(uint64_t));
+    b->skipped = take(a, (cap + WORD_BITS - 1) / WORD_BITS * sizeof(uint64_t));
     b->kind = take(a, cap);
     b->leader = take(a, cap * sizeof(uint32_t));
     b->workspace = take(a, lc_workspace_size(cap));
     b->sort_workspace = take(a, addr_sort_workspace_size());
 }
 
-static int is_unreadable(const scan_blocks_t* b, size_t i) {
-    return (int)(b->unreadable[i / WORD_BITS] >> (i % WORD_BITS) & 1);
+static int is_skipped(const scan_blocks_t* b, size_t i) {
+    return (int)(b->skipped[i / WORD_BITS] >> (i % WORD_BITS) & 1);
 }
 
-// Blocks the C library would release at exit (release_libc_exit, below) stay in the live
-// table, where a release of one after the scan (an exit handler that joins a thread may have
-// glibc trim its cache) still finds its record; the collection passes them over. By address,
-// ascending.
-#define HL_RELEASED_AT_EXIT 4096 // cached stacks' vectors and dynamic TLS blocks, at most
-static uintptr_t released_at_exit[HL_RELEASED_AT_EXIT];
-static size_t nreleased_at_exit;
-
-// Where addr is, or would go, in released_at_exit.
-static size_t released_place(uintptr_t addr) {
-    size_t lo = 0, hi = nreleased_at_exit;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (released_at_exit[mid] < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static int is_released_at_exit(uintptr_t addr) {
-    size_t at = released_place(addr);
-    return at < nreleased_at_exit && released_at_exit[at] == addr;
+// Block i is neither read (its size becomes 0) nor judged.
+static void skip(scan_blocks_t* b, size_t i) {
+    b->skipped[i / WORD_BITS] |= 1ull << (i % WORD_BITS);
+    b->sizes[i] = 0;
 }
 
 static void collect_one(const hl_block_t* blk, void* arg) {
     scan_blocks_t* b = arg;
-    if (b->n >= b->cap || (nreleased_at_exit && is_released_at_exit(blk->addr)))
+    if (b->n >= b->cap)
         return;
     size_t i = b->n++;
     b->starts[i] = blk->addr;
@@ -701,16 +683,15 @@ static int is_readable(const map_t* maps, size_t nmaps, size_t* k, uintptr_t lo,
 // unmapped it, or the program made it inaccessible.
 static void mark_unreadable(scan_blocks_t* b, const map_t* maps, size_t nmaps) {
     for (size_t i = 0, k = 0; i < b->n; i++) {
-        if (!is_readable(maps, nmaps, &k, b->starts[i], b->starts[i] + b->sizes[i])) {
-            b->unreadable[i / WORD_BITS] |= 1ull << (i % WORD_BITS);
-            b->sizes[i] = 0;
-        }
+        if (!is_readable(maps, nmaps, &k, b->starts[i], b->starts[i] + b->sizes[i]))
+            skip(b, i);
     }
 }
 
-// What glibc's __libc_freeres would release of the threads that ended, as memcheck has it do
-// before its leak check (libc_exit.h): FREE records, before the blocks are collected (which
-// passes them over).
+// What glibc's __libc_freeres would release, as memcheck has it do before its leak check
+// (libc_exit.h): a FREE record each, and the block skipped as freed memory is (neither read nor
+// judged). Each stays in the live table, where a release of one after the scan (an exit handler
+// that joins a thread may have glibc trim its cache) still finds its record.
 typedef struct maps_view_s {
     const map_t* maps;
     size_t n;
@@ -722,27 +703,29 @@ static int maps_readable(uintptr_t lo, uintptr_t hi, void* arg) {
     return hi > lo && is_readable(v->maps, v->n, &k, lo, hi);
 }
 
-static int release_at_exit(uintptr_t addr, void* arg) {
-    (void)arg;
-    hl_block_t b;
-    if (nreleased_at_exit == HL_RELEASED_AT_EXIT || live_lookup(addr, &b) != HL_BLOCK_LIVE ||
-        b.is_internal || is_released_at_exit(addr))
+static int release_at_exit(const hl_block_t* blk, void* arg) {
+    scan_blocks_t* b = arg;
+    size_t lo = 0, hi = b->n; // the block among the collected ones, by address
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->starts[mid] < blk->addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (blk->is_internal || lo == b->n || b->starts[lo] != blk->addr || is_skipped(b, lo))
         return 0;
-    size_t at = released_place(addr);
-    memmove(&released_at_exit[at + 1], &released_at_exit[at],
-            (nreleased_at_exit - at) * sizeof *released_at_exit);
-    released_at_exit[at] = addr;
-    nreleased_at_exit++;
-    writer_free_at_exit_locked(&b);
+    skip(b, lo);
+    writer_free_at_exit_locked(blk);
     return 1;
 }
 
-static void release_libc_exit(const map_t* maps, size_t nmaps) {
+static void release_libc_exit(scan_blocks_t* b, const map_t* maps, size_t nmaps) {
     unsigned ndead = atomic_load(&dead_next);
     maps_view_t view = {maps, nmaps};
     libc_exit_cached_tls(dead_tps, ndead < HL_DEAD_STACKS ? ndead : HL_DEAD_STACKS, maps_readable,
-                         &view, release_at_exit, NULL);
-    libc_exit_stdio(maps_readable, &view, release_at_exit, NULL);
+                         &view, release_at_exit, b);
+    libc_exit_stdio(maps_readable, &view, release_at_exit, b);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -973,7 +956,7 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
     // counted with the agent's own blocks among the lost (a few): pages never written cost none.
     size_t nlost = 0;
     for (size_t i = 0; i < b->n && !req->process_ends; i++)
-        nlost += !is_unreadable(b, i) && is_lost(b->kind[i]);
+        nlost += !is_skipped(b, i) && is_lost(b->kind[i]);
     int keeps_set = !req->process_ends && lost_set_begin(nlost) == 0; // else the old set stays
     size_t lost_before = lost_set_count(), lost_found = 0;
     hl_lost_cursor_t cursor = {0};
@@ -981,7 +964,7 @@ static void emit_verdicts(hl_enc_t* enc, const scan_blocks_t* b, const hl_scan_r
     enc->last_verdict_addr = 0;
     hl_block_t blk;
     for (size_t i = 0; i < b->n; i++) {
-        if (is_unreadable(b, i) || !judged_record(b, i, &blk))
+        if (is_skipped(b, i) || !judged_record(b, i, &blk))
             continue;
         int was_lost = lost_set_has(&cursor, b->starts[i], blk.stack, blk.epoch);
         lost_found += was_lost;
@@ -1067,12 +1050,12 @@ int scan_run_with(hl_enc_t* enc, const hl_thread_roots_t* self, const hl_scan_re
         }
     }
     size_t nmaps = parse_maps(maps_text, maps, max_maps);
-    if (req->exits && req->all_stopped && hl_opt.libc_freeres)
-        release_libc_exit(maps, nmaps);
     live_for_each(collect_one, &b);
     n = b.n;
     addr_sort(b.starts, b.sizes, n, b.sort_workspace);
     mark_unreadable(&b, maps, nmaps);
+    if (req->exits && req->all_stopped && hl_opt.libc_freeres)
+        release_libc_exit(&b, maps, nmaps);
 
     rs.cap = nmaps * 2 + (size_t)nparked + 64;
     rs.r = os_map(rs.cap * sizeof(lc_range_t));

@@ -374,12 +374,30 @@ static inline void count_alloc(hl_ring_stats_t* st, uint64_t size, int64_t t) {
         totals.peak_time_ns = t;
     }
 }
-static inline void count_free(hl_ring_stats_t* st, uint64_t size) {
-    st->frees++;
-    st->free_bytes += size;
+static inline void count_free_total(uint64_t size) {
     totals.frees++;
     totals.live_blocks--;
     totals.live_bytes -= size;
+}
+static inline void count_free(hl_ring_stats_t* st, uint64_t size) {
+    st->frees++;
+    st->free_bytes += size;
+    count_free_total(size);
+}
+
+// A FREE that names its block in full (function, size, stack) rather than by its site; -1 when
+// there is no room for it. Its stack's FRAMEs first (room for each of them is made apart).
+#define HL_FREE_EXPLICIT_MAX 48 // tag, and four varints of at most ten bytes
+static int encode_free_explicit(int fn, uint64_t size, uint32_t stack) {
+    ensure_stack(stack);
+    if (enc_reserve(&enc, HL_FREE_EXPLICIT_MAX) != 0)
+        return -1;
+    enc_tag(&enc, REC_FREE_EXPLICIT);
+    enc_u(&enc, (uint64_t)fn);
+    enc_u(&enc, 0); // not a temporary
+    enc_u(&enc, size);
+    enc_u(&enc, stack);
+    return 0;
 }
 
 // ev and, for the kinds that take two, the event after it (its address).
@@ -425,12 +443,7 @@ static void encode_event(const hl_event_t* ev, const hl_event_t* next, hl_ring_t
         } else {
             // Its ALLOC is not written yet (another thread's block, released in the same
             // instant and drained first) or the site table is full: the FREE says it all.
-            ensure_stack(ev->aux);
-            enc_tag(&enc, REC_FREE_EXPLICIT);
-            enc_u(&enc, ev->fn);
-            enc_u(&enc, 0);
-            enc_u(&enc, ev->size);
-            enc_u(&enc, ev->aux);
+            encode_free_explicit(ev->fn, ev->size, ev->aux);
         }
         break;
     }
@@ -1345,17 +1358,8 @@ hl_enc_t* writer_encoder_locked(void) {
 }
 
 void writer_free_at_exit_locked(const hl_block_t* b) {
-    ensure_stack(b->stack);
-    if (enc_reserve(&enc, 64) != 0)
-        return;
-    totals.frees++;
-    totals.live_blocks--;
-    totals.live_bytes -= b->size;
-    enc_tag(&enc, REC_FREE_EXPLICIT);
-    enc_u(&enc, HL_FN_FREE);
-    enc_u(&enc, 0); // not a temporary
-    enc_u(&enc, b->size);
-    enc_u(&enc, b->stack);
+    if (encode_free_explicit(HL_FN_FREE, b->size, b->stack) == 0)
+        count_free_total(b->size);
 }
 
 void writer_release_window_locked(void) {
