@@ -55,7 +55,8 @@ _heaplens() {
         --errors-for-leak-kinds= --show-reachable=yes --show-possibly-lost=no --error-exitcode=
         --log-file= --log-fd= --log-socket= --xml=yes --xml-file= --xml-fd= --xml-socket=
         --suppressions= --gen-suppressions=all --num-callers= --trace-children=yes
-        --trace-children=no --run-libc-freeres=yes --run-libc-freeres=no --heaplens-output=
+        --trace-children=no --run-libc-freeres=yes --run-libc-freeres=no
+        --run-cxx-freeres=yes --run-cxx-freeres=no --heaplens-output=
         --show-error-list=yes --tool=memcheck -q --quiet
         -v --verbose -s -h --help --help-debug --version" ;;
     esac

@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "gpage.h"
 #include "hoard.h"
+#include "libc_exit.h"
 #include "api.h"
 #include "chunk.h"
 #include "attach.h"
@@ -188,17 +189,28 @@ void agent_fork_child(void) {
 // agent started. Whichever of the two comes last finishes the trace: by then every other
 // destructor has run (their frees count), and the exit status is known.
 static int exit_status_known, dtor_ran;
+static _Atomic int finishing; // agent_finish_in ran
+
+// The end of exit(): glibc and libstdc++ release what they keep to the end first, as memcheck
+// has them do (libc_exit.h says why only here), unless the trace is already ending, the
+// agent is inside a call of its own, or another thread of the program still runs.
+static void finish_exit(int status) {
+    if ((hl_opt.libc_freeres || hl_opt.cxx_freeres) && atomic_load(&hl_phase) == HL_ON &&
+        agent_owns_process() && !atomic_load(&finishing) && !thread_self()->busy &&
+        !thread_tasks_alive_besides(os_gettid(), writer_thread_id()))
+        libc_exit_release_own(hl_opt.cxx_freeres, hl_opt.libc_freeres);
+    agent_finish(HL_END_EXIT, status);
+}
 
 static void on_exit_cb(int status, void* arg) {
     (void)arg;
     exit_status = status & 0xff;
     exit_status_known = 1;
     if (dtor_ran)
-        agent_finish(HL_END_EXIT, exit_status);
+        finish_exit(exit_status);
 }
 
 static _Atomic int init_once; // agent_init ran (again 0 for a new session: agent_session_reset)
-static _Atomic int finishing; // agent_finish_in ran
 static int is_set_up;         // handlers registered (once per process image)
 
 void agent_init(void) {
@@ -386,5 +398,5 @@ void agent_before_exec(const char* path) {
 __attribute__((destructor)) static void agent_dtor(void) {
     dtor_ran = 1;
     if (exit_status_known || !on_exit_registered)
-        agent_finish(HL_END_EXIT, exit_status);
+        finish_exit(exit_status);
 }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// libc_exit.c - what glibc's __libc_freeres releases at exit (libc_exit.h): the TLS vectors of
-// cached thread stacks, and the buffers of open streams (libc_exit_stdio, at the end). glibc keeps
-// the stack of a joined or detached thread that ended, with its thread descriptor and TLS vector,
-// on a list of cached stacks for the next thread; a thread that ended unjoined keeps its stack on
-// the list of stacks in use, and its vector is not released (memcheck reports it possibly lost, and
-// so does the scan). The lists are read while every other thread is stopped; one that does not read
-// whole (a thread stopped while it changed it) leaves everything as it is.
+// libc_exit.c - what glibc's __libc_freeres releases at exit (libc_exit.h): run for real at the
+// end of exit() (libc_exit_release_own); elsewhere, the two parts of it every program meets are
+// taken as released by the exit scan: the TLS vectors of cached thread stacks, and the buffers of
+// open streams (libc_exit_stdio, at the end). glibc keeps the stack of a joined or detached
+// thread that ended, with its thread descriptor and TLS vector, on a list of cached stacks for
+// the next thread; a thread that ended unjoined keeps its stack on the list of stacks in use, and
+// its vector is not released (memcheck reports it possibly lost, and so does the scan). The lists
+// are read while every other thread is stopped; one that does not read whole (a thread stopped
+// while it changed it) leaves everything as it is.
 //
 // glibc publishes where the lists of stacks in use are (_rtld_global's _dl_stack_used and
 // _dl_stack_user), not the cached one: since glibc 2.34 it is the list_t right after
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "live.h"
+#include "thread.h"
 
 // Where the thread pointer is the thread's descriptor (glibc's TLS_TCB_AT_TP): the descriptor's
 // fields are at the offsets glibc publishes. Elsewhere no TLS vector is released (stdio's
@@ -55,6 +58,22 @@ static struct {
     uintptr_t user;   // and of the others (the main thread, stacks the program gave)
     FILE** streams;   // stdio's list of open streams (_IO_list_all)
 } layout;
+
+void libc_exit_release_own(int cxx, int libc) {
+    hl_thread_t* t = thread_self();
+    // The lookups' own allocations (the error string of one not found) are the agent's.
+    int was_busy = t->busy;
+    t->busy = 1;
+    void (*cxx_freeres)(void) =
+        cxx ? (void (*)(void))dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx9__freeresEv") : NULL;
+    void (*libc_freeres)(void) =
+        libc ? (void (*)(void))dlsym(RTLD_DEFAULT, "__libc_freeres") : NULL;
+    t->busy = was_busy;
+    if (cxx_freeres) // first, as memcheck: the pool is libstdc++'s, glibc's frees come after
+        cxx_freeres();
+    if (libc_freeres)
+        libc_freeres();
+}
 
 // A libthread_db descriptor: {bits, count, offset} of a field (nptl_db/structs.def).
 static int field(const char* name, size_t* at, size_t* bytes) {

@@ -14,9 +14,9 @@ typedef struct hl_options_s {
     int scan_at_exit;   // run the reachability scan at exit
     int is_disabled;    // HEAPLENS_DISABLE: pass everything through
     int release_stacks; // unwind releases too, so a double free names the first release
-    int libc_freeres;   // at exit, what glibc's __libc_freeres releases (cached threads' TLS
-                        // vectors, open streams' buffers) is taken as released (libc_exit.h),
-                        // as memcheck has glibc release it by default
+    int libc_freeres;   // at exit, glibc's __libc_freeres runs (libc_exit.h): as memcheck has
+                        // glibc release what it keeps to the end by default
+    int cxx_freeres;    // at exit, libstdc++'s __gnu_cxx::__freeres too (its exception pool)
     int unwind_cfi;     // the agent's own unwinder (unwind.c); 0: libgcc's for every stack
     int unwind_check;   // a test's setting: every stack taken from earlier walks walked again
     int unwind_hits;    // the own unwinder, unchecked: a found stack answers at once (capture_hit)

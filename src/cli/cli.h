@@ -91,6 +91,7 @@ typedef struct cli_run_opts_s {
     const char* output;
     int depth, guard, sample_ms, no_follow, no_scan, no_release_stacks, no_control, wait;
     int no_libc_freeres; // memcheck's --run-libc-freeres=no: what glibc would release at exit stays
+    int no_cxx_freeres;  // memcheck's --run-cxx-freeres=no: libstdc++'s exception pool stays
     int alloc_stats_ms; // --allocator-stats: the allocator's figures every so many ms (0: off)
     int has_alert_growth; // report the call sites growing alert_growth bytes/s or faster
     double alert_growth;

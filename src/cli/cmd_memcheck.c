@@ -40,6 +40,7 @@ typedef struct mc_opts_s {
     const char* xml_socket;
     int trace_children;
     int run_libc_freeres;
+    int run_cxx_freeres;
     const char* keep_trace; // --heaplens-output: the trace is kept there
     const char* trace_dir;  // else the traces' private directory, removed once reported
     vsupp_t* supp;
@@ -67,9 +68,9 @@ static void usage(FILE* out) {
           "  --gen-suppressions=all         print a suppression for each error\n"
           "  --num-callers=N                frames per stack (default 12)\n"
           "  --trace-children=yes|no        report on exec'd and forked children (default no)\n"
-          "  --run-libc-freeres=yes|no      at exit, take what glibc releases when asked (the\n"
-          "                                 TLS of cached thread stacks, open streams' buffers)\n"
-          "                                 as released (default yes)\n"
+          "  --run-libc-freeres=yes|no      at exit, have glibc release what it keeps to the end\n"
+          "                                 (__libc_freeres), as memcheck does (default yes)\n"
+          "  --run-cxx-freeres=yes|no       likewise libstdc++'s exception pool (default yes)\n"
           "  -q, --quiet, -v, --verbose     quieter, more verbose\n"
           "  -s, --show-error-list=yes|no   list the errors again before the summary\n"
           "  --tool=memcheck                the only tool there is (another is noted, and\n"
@@ -236,6 +237,9 @@ static int parse_option(mc_opts_t* o, int argc, char** argv, int* i) {
             goto bad;
     } else if (!strcmp(name, "--run-libc-freeres")) {
         if (parse_yes_no(v, &o->run_libc_freeres) != 0)
+            goto bad;
+    } else if (!strcmp(name, "--run-cxx-freeres")) {
+        if (parse_yes_no(v, &o->run_cxx_freeres) != 0)
             goto bad;
     } else if (!strcmp(name, "--heaplens-output")) {
         if (!*v)
@@ -460,6 +464,7 @@ int cmd_memcheck(int argc, char** argv) {
         .log_fd = -1,
         .xml_fd = -1,
         .run_libc_freeres = 1,
+        .run_cxx_freeres = 1,
         .argv = argv,
     };
     int i = 1;
@@ -500,6 +505,7 @@ int cmd_memcheck(int argc, char** argv) {
         .sample_ms = 10,
         .no_follow = !o.trace_children,
         .no_libc_freeres = !o.run_libc_freeres,
+        .no_cxx_freeres = !o.run_cxx_freeres,
     };
     cli_report_defaults(&ro.report);
     ro.report.error_exitcode = o.error_exitcode;

@@ -245,6 +245,8 @@ static char* agent_options(const run_opts_t* o, const char* output, const char* 
         fputs(":control=0", f);
     if (o->no_libc_freeres)
         fputs(":libc_freeres=0", f);
+    if (o->no_cxx_freeres)
+        fputs(":cxx_freeres=0", f);
     if (o->alloc_stats_ms)
         fprintf(f, ":allocator_stats=%d", o->alloc_stats_ms);
     if (o->wait)

@@ -29,11 +29,9 @@ skip() { echo "SKIP $1: $2"; }
 HAVE_VG=0
 command -v valgrind >/dev/null 2>&1 && HAVE_VG=1
 
-# memcheck's options for the comparisons. heaplens does not run glibc's and libstdc++'s exit-time
-# cleanup (an LD_PRELOAD agent cannot), so memcheck is told not to either: the blocks those
-# would free stay still reachable in both. Of glibc's, heaplens takes the TLS vectors of cached
-# thread stacks and the buffers of open streams as released (libc_exit.c), unless told
-# --run-libc-freeres=no too.
+# memcheck's options for the comparisons. Both tools are told not to run glibc's and libstdc++'s
+# exit-time cleanup, so that the blocks those would free stay in both and are compared too;
+# defaults_compare (below) compares with the cleanup, as both run by default.
 MC_OPTS=(-q --leak-check=full --show-leak-kinds=all --num-callers=30)
 VG_ONLY=(--run-libc-freeres=no --run-cxx-freeres=no)
 
@@ -90,10 +88,11 @@ for p in "${CASES[@]}"; do
 done
 [ $HAVE_VG = 0 ] && skip xml-vs-memcheck "valgrind is not installed"
 
-# With memcheck's defaults, glibc releases what it keeps at exit before the leak check
-# (libc_exit.c): the TLS vectors of cached thread stacks (threads_ended: two joined threads and
-# one not, whose vector is possibly lost in both) and the buffers of open streams (stdio_exit:
-# stdout's and an open file's; its FILEs still reachable in both).
+# With memcheck's defaults, glibc and libstdc++ release what they keep at exit before the leak
+# check (libc_exit.h): the TLS vectors of cached thread stacks (threads_ended: two joined threads
+# and one not, whose vector is possibly lost in both), the buffers of open streams (stdio_exit:
+# stdout's and an open file's; its FILEs still reachable in both), a locale, NSS, the time zone,
+# iconv and the loader's lists (libc_own), and libstdc++'s exception pool (cxx_new_delete).
 defaults_compare() { # NAME PROGRAM [ARGS...]
     local name=$1 d=$WORK/xml/$1_defaults hx vx out
     shift
@@ -116,6 +115,8 @@ if [ $HAVE_VG = 1 ]; then
     defaults_compare threads_ended "$PROGS/threads_ended"
     mkdir -p "$WORK/stdio_exit"
     defaults_compare stdio_exit "$PROGS/stdio_exit" "$WORK/stdio_exit"
+    defaults_compare libc_own "$PROGS/libc_own"
+    defaults_compare cxx_new_delete "$PROGS/cxx_new_delete"
 fi
 
 # Writes past a block: memcheck's InvalidWrite is at the write; heaplens finds the guard bytes
