@@ -191,13 +191,17 @@ void agent_fork_child(void) {
 static int exit_status_known, dtor_ran;
 static _Atomic int finishing; // agent_finish_in ran
 
-// The end of exit(): glibc and libstdc++ release what they keep to the end first, as memcheck
-// has them do (libc_exit.h says why only here), unless the trace is already ending, the
-// agent is inside a call of its own, or another thread of the program still runs.
-static void finish_exit(int status) {
-    if ((hl_opt.libc_freeres || hl_opt.cxx_freeres) && atomic_load(&hl_phase) == HL_ON &&
-        agent_owns_process() && !atomic_load(&finishing) && !thread_self()->busy &&
-        !thread_tasks_alive_besides(os_gettid(), writer_thread_id()))
+// The end of exit(). When every destructor has run (the agent's on_exit handler comes after the
+// loader's, which runs them all: always so for an agent preloaded, registered first), glibc and
+// libstdc++ release what they keep to the end first, as memcheck has them do (libc_exit.h says
+// why only here), unless the trace is already ending, the agent is inside a call of its own, or
+// another thread of the program still runs. An agent loaded later (attach) ends in its own
+// destructor, which runs before those of the libraries loaded before it: nothing is released
+// there, for them to use still.
+static void finish_exit(int status, int destructors_done) {
+    if (destructors_done && (hl_opt.libc_freeres || hl_opt.cxx_freeres) &&
+        atomic_load(&hl_phase) == HL_ON && agent_owns_process() && !atomic_load(&finishing) &&
+        !thread_self()->busy && !thread_tasks_alive_besides(os_gettid(), writer_thread_id()))
         libc_exit_release_own(hl_opt.cxx_freeres, hl_opt.libc_freeres);
     agent_finish(HL_END_EXIT, status);
 }
@@ -207,7 +211,7 @@ static void on_exit_cb(int status, void* arg) {
     exit_status = status & 0xff;
     exit_status_known = 1;
     if (dtor_ran)
-        finish_exit(exit_status);
+        finish_exit(exit_status, 1);
 }
 
 static _Atomic int init_once; // agent_init ran (again 0 for a new session: agent_session_reset)
@@ -398,5 +402,5 @@ void agent_before_exec(const char* path) {
 __attribute__((destructor)) static void agent_dtor(void) {
     dtor_ran = 1;
     if (exit_status_known || !on_exit_registered)
-        finish_exit(exit_status);
+        finish_exit(exit_status, 0);
 }

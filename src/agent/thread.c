@@ -27,6 +27,15 @@ _Atomic int hl_thread_key_ready;
 
 static hl_ring_t* ring_list; // every ring ever made, newest first
 static _Atomic uint32_t next_index;
+// The thread whose state was retired last (thread_exit_cb). glibc runs exit handlers on the
+// program's last thread after its thread-specific data is gone (and its own releases after
+// ours, at any thread's exit): such a thread calling the agent again is the same thread, and
+// takes its index again rather than a new one. Under the registry's lock.
+static struct {
+    pthread_t self;
+    int tid;
+    uint32_t index;
+} last_retired;
 
 // Until the key exists (the first moments of the process, one thread) everyone shares this.
 static hl_thread_t boot_state = {.untimed_mask = HL_UNTIMED_MASK};
@@ -126,6 +135,9 @@ static void thread_exit_cb(void* arg) {
     scan_note_dead_stack((uintptr_t)__builtin_frame_address(0),
                          (uintptr_t)__builtin_thread_pointer());
     thread_lock();
+    last_retired.self = pthread_self();
+    last_retired.tid = os_gettid();
+    last_retired.index = t->index;
     if (!t->busy) { // the writer's state stays: it never exits while tracing
         state_retire_locked(t);
     } else if (t->ring) {
@@ -367,8 +379,11 @@ int thread_attach(hl_thread_t* t) {
     thread_lock();
     hl_ring_t* r = ring_take();
     if (r) {
-        t->index = atomic_fetch_add(&next_index, 1) + 1;
-        t->tid = os_gettid();
+        int tid = os_gettid();
+        int is_back = last_retired.index && last_retired.tid == tid &&
+                      pthread_equal(last_retired.self, pthread_self());
+        t->index = is_back ? last_retired.index : atomic_fetch_add(&next_index, 1) + 1;
+        t->tid = tid;
         t->last_alloc = 0;
         r->thread_index = t->index;
         r->tid = t->tid;
@@ -384,6 +399,7 @@ int thread_attach(hl_thread_t* t) {
 // it held (those events describe the parent), and this thread starts a new id space.
 void thread_reset_after_fork(void) {
     atomic_store(&registry_lock, 0);
+    last_retired.index = 0; // the parent's threads are not here
     for (hl_ring_t* r = ring_list; r; r = r->next) {
         ring_reset(r); // its thread is not here
         atomic_store(&r->is_dead, 2);
