@@ -92,7 +92,8 @@ done
 # check (libc_exit.h): the TLS vectors of cached thread stacks (threads_ended: two joined threads
 # and one not, whose vector is possibly lost in both), the buffers of open streams (stdio_exit:
 # stdout's and an open file's; its FILEs still reachable in both), a locale, NSS, the time zone,
-# iconv and the loader's lists (libc_own), and libstdc++'s exception pool (cxx_new_delete).
+# iconv and the loader's lists (libc_own), and libstdc++'s exception pool (cxx_new_delete; and
+# cxx_thread_exit, with a thread still waiting).
 defaults_compare() { # NAME PROGRAM [ARGS...]
     local name=$1 d=$WORK/xml/$1_defaults hx vx out
     shift
@@ -117,6 +118,7 @@ if [ $HAVE_VG = 1 ]; then
     defaults_compare stdio_exit "$PROGS/stdio_exit" "$WORK/stdio_exit"
     defaults_compare libc_own "$PROGS/libc_own"
     defaults_compare cxx_new_delete "$PROGS/cxx_new_delete"
+    defaults_compare cxx_thread_exit "$PROGS/cxx_thread_exit"
 fi
 
 # Writes past a block: memcheck's InvalidWrite is at the write; heaplens finds the guard bytes
