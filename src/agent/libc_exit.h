@@ -2,16 +2,16 @@
 // libc_exit.h - what glibc releases at exit when asked to (__libc_freeres, which memcheck runs
 // before its leak check). Where the program ends through exit() with no other thread left, glibc
 // and libstdc++ are asked, as memcheck asks them (libc_exit_release_own); with other threads,
-// libstdc++ only. Elsewhere the two parts
-// every program meets are taken as released among the blocks the exit scan would otherwise
-// judge (the stand-ins below). The TLS vector (DTV) of each thread whose stack glibc keeps cached
-// for reuse, and the dynamic TLS blocks it holds: a program that joined a thread has one, which
-// memcheck never reports and the scan would call possibly lost (the thread control block points
-// inside it). And the buffers glibc allocated for stdio's streams still open: a program that
-// printed to stdout has one, which memcheck reports freed and the scan would call still
-// reachable. Found through the layout glibc publishes for debuggers (the _thread_db_*
-// descriptors libthread_db reads), its list of cached stacks (libc_exit.c says where) and stdio's
-// list of streams (_IO_list_all; FILE's fields are public).
+// libstdc++ only. Elsewhere the two parts every program meets are taken as released among the
+// blocks the exit scan would otherwise judge (the stand-ins below). The TLS vector (DTV) of
+// each thread whose stack glibc keeps cached for reuse, and the dynamic TLS blocks it holds: a
+// program that joined a thread has one, which memcheck never reports and the scan would call
+// possibly lost (the thread control block points inside it). And the buffers glibc allocated
+// for stdio's streams still open: a program that printed to stdout has one, which memcheck
+// reports freed and the scan would call still reachable. Found through the layout glibc
+// publishes for debuggers (the _thread_db_* descriptors libthread_db reads), its list of cached
+// stacks (libc_exit.c says where) and stdio's list of streams (_IO_list_all; FILE's fields are
+// public).
 #ifndef HL_LIBC_EXIT_H
 #define HL_LIBC_EXIT_H
 
