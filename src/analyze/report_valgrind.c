@@ -85,8 +85,43 @@ static const char* leak_supp_words[HL_LEAK_COUNT] = {"definite", "indirect", "po
                                                      "reachable"};
 
 // --- stacks -----------------------------------------------------------------------------------
+// The C library's start-up functions that call main: memcheck's "below main" ones.
+static int is_below_main(const char* fn) {
+    static const char* const names[] = {"__libc_start_main", "__libc_start_main_impl",
+                                        "__libc_start_call_main", "generic_start_main",
+                                        "_dl_start_user"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(fn, names[i]))
+            return 1;
+    // gcc's clones of them (__libc_start_main.isra.0)
+    return !strncmp(fn, "__libc_start_main.", 18) || !strncmp(fn, "generic_start_main.", 19);
+}
+static const char below_main[] = "(below main)";
+
+// memcheck's --show-below-main=no on a stack's first frames: from the outermost in, it ends
+// after the outermost main, or where no main is known (a stripped program) after the innermost
+// start-up frame, which it names "(below main)" (so do the suppressions it writes, and files
+// written for it match that name).
+static void cut_below_main(vg_stack_t* s) {
+    int keep = s->n;
+    for (int i = s->n - 1; i >= 0; i--) {
+        const char* fn = s->f[i].fn;
+        int is_main = fn && !strcmp(fn, "main");
+        if (is_main || (fn && is_below_main(fn)))
+            keep = i + 1;
+        if (is_main)
+            break;
+    }
+    s->n = keep;
+    vg_frame_t* last = keep > 0 ? &s->f[keep - 1] : NULL;
+    if (last && last->fn && is_below_main(last->fn)) {
+        last->fn = below_main;
+        last->mangled = NULL;
+    }
+}
+
 // Stack `id` as memcheck shows it: the allocator's function `fn` on top (when it has one), the
-// program's frames, nothing below main, at most num_callers frames. 0, or -1 without memory.
+// program's frames, at most num_callers frames, nothing below main. 0, or -1 without memory.
 static int build_stack(vg_report_t* r, uint32_t id, int fn, vg_stack_t* out) {
     const report_frame_t* fr = NULL;
     int n = id ? report_stack(r->c, id, &fr) : 0;
@@ -106,9 +141,8 @@ static int build_stack(vg_report_t* r, uint32_t id, int fn, vg_stack_t* out) {
                                         .line = fr[i].line,
                                         // memcheck shows the call, a byte before the return
                                         .ip = fr[i].address ? fr[i].address - 1 : 0};
-        if (fr[i].function && !strcmp(fr[i].function, "main"))
-            break; // memcheck's --show-below-main=no
     }
+    cut_below_main(out);
     return 0;
 }
 

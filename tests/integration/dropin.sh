@@ -444,6 +444,30 @@ suppressed fromxml "$S/from-xml.supp"
 [ -z "$(user_fns "$S/fromxml.xml")" ] && has "$TXT" "suppressed: 4 from 4" &&
     pass "the XML's <suppression><rawtext>, fed back, takes every error" || fail gen-xml "$(user_fns "$S/fromxml.xml")"
 
+# A stripped program: with no main to stop at, memcheck ends each stack at the C library's
+# start-up frame and names it "(below main)", in its suppressions too; the one it would write,
+# fed back, takes the leak.
+cp "$PROGS/stripped_leak" "$S/stripped" && strip "$S/stripped"
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --gen-suppressions=all --log-file="$S/stripped.txt" \
+    "$S/stripped" >/dev/null 2>&1 </dev/null
+sed -n '/^{/,/^}/p' "$S/stripped.txt" >"$S/stripped.supp"
+frames=$(grep -E '^   (fun|obj):' "$S/stripped.supp" | sed 's/^   //' | tr '\n' ' ')
+[ "$frames" = "fun:malloc obj:$S/stripped obj:$S/stripped fun:(below main) " ] && has "$S/stripped.txt" ": (below main) (" &&
+    pass "a stripped program: its stack ends at (below main), as memcheck's" || fail stripped-below-main "frames: $frames"
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --suppressions="$S/stripped.supp" --log-file="$S/stripped2.txt" \
+    "$S/stripped" >/dev/null 2>&1 </dev/null
+has "$S/stripped2.txt" "definitely lost: 0 bytes in 0 blocks" && has "$S/stripped2.txt" "suppressed: 33 bytes in 1 blocks" &&
+    pass "a stripped program: the suppression ending in fun:(below main) takes its leak" ||
+    fail stripped-supp "$(grep -E 'definitely lost|suppressed:' "$S/stripped2.txt" | tr '\n' ' ')"
+if [ $HAVE_VG = 1 ]; then
+    timeout -k 5 $TIMEOUT valgrind --leak-check=full --gen-suppressions=all --log-file="$S/stripped_vg.txt" \
+        "$S/stripped" >/dev/null 2>&1 </dev/null
+    vg_frames=$(sed -n '/^{/,/^}/p' "$S/stripped_vg.txt" | grep -E '^   (fun|obj):' | sed 's/^   //' | tr '\n' ' ')
+    [ -n "$vg_frames" ] && [ "$vg_frames" = "$frames" ] &&
+        pass "a stripped program: the suppression is memcheck's, frame for frame" ||
+        fail stripped-vs-memcheck "memcheck '$vg_frames', heaplens '$frames'"
+fi
+
 # --- 4. SARIF ---------------------------------------------------------------------------------
 F=$WORK/sarif
 mkdir -p "$F"
