@@ -121,19 +121,28 @@ static void cut_below_main(vg_stack_t* s) {
 }
 
 // Stack `id` as memcheck shows it: the allocator's function `fn` on top (when it has one), the
-// program's frames, at most num_callers frames, nothing below main. 0, or -1 without memory.
+// program's frames from at most num_callers addresses (the allocator's one of them; the
+// functions inlined at an address are shown beside it, as memcheck shows them), nothing below
+// main. 0, or -1 without memory.
 static int build_stack(vg_report_t* r, uint32_t id, int fn, vg_stack_t* out) {
     const report_frame_t* fr = NULL;
     int n = id ? report_stack(r->c, id, &fr) : 0;
-    int cap = r->o.num_callers;
+    int cap = r->o.num_callers, addresses = 0;
     out->n = 0;
     out->f = calloc((size_t)n + 1, sizeof *out->f);
     if (!out->f)
         return -1;
-    if (fn > 0 && fn < HL_FN_COUNT && alloc_frames[fn].fn && out->n < cap)
+    if (fn > 0 && fn < HL_FN_COUNT && alloc_frames[fn].fn && addresses < cap) {
+        addresses++;
         out->f[out->n++] = (vg_frame_t){
             .fn = alloc_frames[fn].fn, .mangled = alloc_frames[fn].mangled, .obj = r->agent_path};
-    for (int i = 0; i < n && out->n < cap; i++) {
+    }
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || fr[i].address != fr[i - 1].address) { // not inlined into the one before
+            if (addresses == cap)
+                break;
+            addresses++;
+        }
         const md_module_t* md = model_module_of(r->m, fr[i].address);
         out->f[out->n++] = (vg_frame_t){.fn = fr[i].function,
                                         .obj = md ? md->path : NULL,
@@ -525,7 +534,9 @@ static void error_tally(const vg_report_t* r, uint64_t* errors, uint64_t* contex
         if (leak_is_error(r, &r->leaks[i])) {
             ++*errors;
             ++*contexts;
-        } else if (r->o.leak_check == VG_LEAK_CHECK_FULL && r->leaks[i].supp >= 0) {
+        } else if (r->o.leak_check == VG_LEAK_CHECK_FULL && r->leaks[i].supp >= 0 &&
+                   (r->o.error_kinds & (1u << r->leaks[i].kind))) {
+            // a suppressed leak counts where it would have been an error, as memcheck counts it
             ++*supp_errors;
             ++*supp_contexts;
         }

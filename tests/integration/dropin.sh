@@ -468,6 +468,52 @@ if [ $HAVE_VG = 1 ]; then
         fail stripped-vs-memcheck "memcheck '$vg_frames', heaplens '$frames'"
 fi
 
+# A suppressed leak counts in the ERROR SUMMARY's "suppressed" only where its kind would have been
+# an error (--errors-for-leak-kinds), as memcheck counts it: libc_own's 24 reachable bytes, kept
+# by main, under a suppression of them; its 40 bytes definitely lost stay the one error.
+cat >"$S/reach.supp" <<'EOF'
+{
+   kept-in-main
+   Memcheck:Leak
+   match-leak-kinds: reachable
+   fun:malloc
+   fun:main
+}
+EOF
+for ek in definite,possible all; do
+    want="1 errors from 1 contexts (suppressed: 0 from 0)"
+    [ $ek = all ] && want="1 errors from 1 contexts (suppressed: 1 from 1)"
+    timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=$ek \
+        --suppressions="$S/reach.supp" --log-file="$S/reach.$ek.txt" "$PROGS/libc_own" >/dev/null 2>&1 </dev/null
+    has "$S/reach.$ek.txt" "ERROR SUMMARY: $want" && has "$S/reach.$ek.txt" "suppressed: 24 bytes in 1 blocks" &&
+        pass "a suppressed reachable leak, --errors-for-leak-kinds=$ek: $want" ||
+        fail "supp-count-$ek" "$(grep -E 'ERROR SUMMARY|suppressed:' "$S/reach.$ek.txt" | tr '\n' ' ')"
+done
+
+# --num-callers counts addresses, as memcheck's does: the functions inlined at one are shown
+# beside it. inlined_leak's lost block: malloc's address, lose_outer's (make_block and make_inner
+# inlined there), main's.
+lost_frames() { # LOG: the function of each frame of the definitely lost record
+    sed -n '/definitely lost in/,/^==[0-9]*== $/p' "$1" |
+        sed -n 's/^==[0-9]*== *\(at\|by\) 0x[0-9A-Fa-f]*: \([^ ]*\).*/\2/p' | tr '\n' ' ' | sed 's/ $//'
+}
+for nc in 2 3; do
+    want="malloc make_block make_inner lose_outer"
+    [ $nc = 3 ] && want="$want main"
+    timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --num-callers=$nc --log-file="$S/inl.$nc.txt" \
+        "$PROGS/inlined_leak" >/dev/null 2>&1 </dev/null
+    got=$(lost_frames "$S/inl.$nc.txt")
+    [ "$got" = "$want" ] && pass "--num-callers=$nc: $nc addresses, their inlined functions beside them ($got)" ||
+        fail "num-callers-$nc" "got '$got', wanted '$want'"
+    if [ $HAVE_VG = 1 ]; then
+        timeout -k 5 $TIMEOUT valgrind --leak-check=full --num-callers=$nc --log-file="$S/inl_vg.$nc.txt" \
+            "$PROGS/inlined_leak" >/dev/null 2>&1 </dev/null
+        vg=$(lost_frames "$S/inl_vg.$nc.txt")
+        [ "$vg" = "$got" ] && pass "--num-callers=$nc: memcheck's frames too" ||
+            fail "num-callers-$nc-vs-memcheck" "memcheck '$vg', heaplens '$got'"
+    fi
+done
+
 # --- 4. SARIF ---------------------------------------------------------------------------------
 F=$WORK/sarif
 mkdir -p "$F"
