@@ -245,7 +245,8 @@ static void* realloc_impl(void* p, size_t size, int fn) {
     if (!p) {
         if (!HOOK_READY() || t->busy)
             return slow_alloc(size, 16, HL_FN_MALLOC, 0);
-        return hook_alloc(size, fn);
+        int of_null = fn == HL_FN_REALLOC ? HL_FN_REALLOC_OF_NULL : HL_FN_REALLOCARRAY_OF_NULL;
+        return hook_alloc(size, of_null);
     }
     if (hl_unlikely(bootstrap_owns(p))) {
         // Never give arena memory to the allocator: move the contents to a real block.

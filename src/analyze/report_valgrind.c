@@ -57,14 +57,18 @@ struct vg_report_s {
 // Frames memcheck compares to tell two heap errors apart (its Vg_MedRes).
 #define VG_ERROR_RESOLUTION 4
 
-// The allocator's own frame memcheck shows on top of a stack: its replacement function.
+// The allocator's own frame memcheck shows on top of a stack: its replacement function. Its
+// realloc of NULL calls its malloc, the frame then on top; it replaces no reallocarray, which
+// glibc makes a call of realloc.
 static const struct {
     const char *fn, *mangled;
 } alloc_frames[HL_FN_COUNT] = {
     [HL_FN_MALLOC] = {"malloc", NULL},
     [HL_FN_CALLOC] = {"calloc", NULL},
     [HL_FN_REALLOC] = {"realloc", NULL},
-    [HL_FN_REALLOCARRAY] = {"reallocarray", NULL},
+    [HL_FN_REALLOCARRAY] = {"realloc", NULL},
+    [HL_FN_REALLOC_OF_NULL] = {"malloc", NULL},
+    [HL_FN_REALLOCARRAY_OF_NULL] = {"malloc", NULL},
     [HL_FN_POSIX_MEMALIGN] = {"posix_memalign", NULL},
     [HL_FN_ALIGNED_ALLOC] = {"aligned_alloc", NULL},
     [HL_FN_MEMALIGN] = {"memalign", NULL},

@@ -232,6 +232,10 @@ enum hl_fn {
     HL_FN_MMAP,
     HL_FN_MUNMAP,
     HL_FN_MREMAP,
+    // realloc and reallocarray of NULL: an allocation only. Counted and named as realloc and
+    // reallocarray; told apart for memcheck's view, which names their stacks' top malloc.
+    HL_FN_REALLOC_OF_NULL,
+    HL_FN_REALLOCARRAY_OF_NULL,
     HL_FN_COUNT
 };
 

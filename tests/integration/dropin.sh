@@ -514,6 +514,25 @@ for nc in 2 3; do
     fi
 done
 
+# The allocator's frame as memcheck names it: its realloc of NULL calls its malloc, and glibc's
+# reallocarray calls realloc (memcheck replaces none): malloc, malloc, realloc on top of
+# realloc_null's three lost blocks, so the suppressions memcheck writes for them match.
+top_frames() { # LOG: "function caller" of each definitely lost record, by size
+    sed -n '/definitely lost in/,/^==[0-9]*== $/p' "$1" |
+        sed -n 's/^==[0-9]*== *\(at\|by\) 0x[0-9A-Fa-f]*: \([^ ]*\).*/\2/p' | paste -d' ' - - | tr '\n' ',' | sed 's/,$//'
+}
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --num-callers=2 --log-file="$S/rn.txt" "$PROGS/realloc_null" >/dev/null 2>&1 </dev/null
+got=$(top_frames "$S/rn.txt")
+want="malloc lose_reallocarray_null,realloc lose_reallocarray_grow,malloc lose_realloc_null"
+[ "$got" = "$want" ] && pass "realloc and reallocarray of NULL named malloc, reallocarray of a block realloc, as memcheck" ||
+    fail realloc-names "got '$got', wanted '$want'"
+if [ $HAVE_VG = 1 ]; then
+    timeout -k 5 $TIMEOUT valgrind --leak-check=full --num-callers=2 --log-file="$S/rn_vg.txt" "$PROGS/realloc_null" >/dev/null 2>&1 </dev/null
+    vg=$(top_frames "$S/rn_vg.txt")
+    [ "$vg" = "$got" ] && pass "realloc and reallocarray: memcheck's own names too" ||
+        fail realloc-names-vs-memcheck "memcheck '$vg', heaplens '$got'"
+fi
+
 # --- 4. SARIF ---------------------------------------------------------------------------------
 F=$WORK/sarif
 mkdir -p "$F"

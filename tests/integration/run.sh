@@ -244,6 +244,14 @@ check alloc_realloc "$J" \
     "names('realloc_from_null') == []" "names('reallocarray_from_null') == []" \
     "lb('reachable') == 0" "errors == []"
 
+# realloc and reallocarray of NULL count as themselves (memcheck's view names them malloc:
+# dropin.sh): realloc 1, reallocarray 3, 4 allocations, 1 free, 96 bytes lost in 3 blocks.
+hl realloc_null -- realloc_null
+expect_status realloc_null 0
+check realloc_null "$J" "calls['realloc'] == 1" "calls['reallocarray'] == 3" "calls['malloc'] == 0" \
+    "totals['allocations'] == 4" "totals['frees'] == 1" "lb('definite') == 96" "ln('definite') == 3" \
+    "rec('definite', 'lose_realloc_null')['bytes'] == 40" "rec('definite', 'lose_reallocarray_grow')['bytes'] == 32"
+
 # Blocks that carry the agent's header: by default those of 256 bytes and more, with
 # HEAPLENS_HEADER_MIN=0 every one, with --guard=0 none. Freed and realloc'd by their thread, by
 # another one, and (--no-follow) by an untraced child; the program checks contents, zeroes,
