@@ -194,17 +194,16 @@ static _Atomic int finishing; // agent_finish_in ran
 // The end of exit(). When every destructor has run (the agent's on_exit handler comes after the
 // loader's, which runs them all: always so for an agent preloaded, registered first), glibc and
 // libstdc++ release what they keep to the end first, as memcheck has them do (libc_exit.h says
-// why only here), unless the trace is already ending or the agent is inside a call of its own;
-// glibc only when no other thread of the program still runs. An agent loaded later (attach)
-// ends in its own destructor, which runs before those of the libraries loaded before it:
-// nothing is released there, for them to use still.
+// why only here), unless the trace is already ending, the agent is inside a call of its own, or
+// anything else of the program may still run in this memory: another thread, or a child of
+// clone(CLONE_VM). An agent loaded later (attach) ends in its own destructor, which runs before
+// those of the libraries loaded before it: nothing is released there, for them to use still.
 static void finish_exit(int status, int destructors_done) {
     if (destructors_done && (hl_opt.libc_freeres || hl_opt.cxx_freeres) &&
         atomic_load(&hl_phase) == HL_ON && agent_owns_process() && !atomic_load(&finishing) &&
-        !thread_self()->busy) {
-        int is_alone = !thread_tasks_alive_besides(os_gettid(), writer_thread_id());
-        libc_exit_release_own(hl_opt.cxx_freeres, hl_opt.libc_freeres && is_alone);
-    }
+        !thread_self()->busy && !thread_tasks_alive_besides(os_gettid(), writer_thread_id()) &&
+        !thread_clone_children_may_live())
+        libc_exit_release_own(hl_opt.cxx_freeres, hl_opt.libc_freeres);
     agent_finish(HL_END_EXIT, status);
 }
 

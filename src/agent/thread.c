@@ -246,6 +246,7 @@ int thread_program_is_gone(void) {
 #define HL_CLONE_CHILDREN 64 // such children alive at once with a state of their own
 static hl_clone_child_t clone_children[HL_CLONE_CHILDREN];
 static int clone_children_live; // slots in use; under the registry lock
+static int clone_unknown;       // a child was made with no slot left: never known gone
 
 hl_clone_child_t* thread_clone_reserve(void) {
     thread_lock();
@@ -261,6 +262,8 @@ hl_clone_child_t* thread_clone_reserve(void) {
         c->state = t;
         if (clone_children_live++ == 0)
             atomic_store(&hl_thread_key_ready, HL_KEY_BY_TID);
+    } else {
+        clone_unknown = 1;
     }
     thread_unlock();
     return t ? c : NULL;
@@ -284,6 +287,14 @@ void thread_clone_release(hl_clone_child_t* c) {
 
 static int clone_child_left(const hl_clone_child_t* c) {
     return c->in_use && c->release_by == HL_CLONE_RELEASED_BY_KERNEL && atomic_load(&c->here) == 0;
+}
+
+int thread_clone_children_may_live(void) {
+    thread_clone_sweep();
+    thread_lock();
+    int may = clone_children_live > 0 || clone_unknown;
+    thread_unlock();
+    return may;
 }
 
 // From the writer and from clone's parent: the lock makes sure a slot seen empty is not one
@@ -408,6 +419,7 @@ void thread_reset_after_fork(void) {
     for (int i = 0; i < HL_CLONE_CHILDREN; i++)
         clone_children[i] = (hl_clone_child_t){0};
     clone_children_live = 0;
+    clone_unknown = 0;
     if (atomic_load(&hl_thread_key_ready))
         atomic_store(&hl_thread_key_ready, HL_KEY_READY);
     // The forking thread too is without a ring now: the child's first event takes one

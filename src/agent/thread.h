@@ -91,5 +91,8 @@ enum {
 hl_clone_child_t* thread_clone_reserve(void); // NULL when no slot or state is left
 void thread_clone_release(hl_clone_child_t* c);
 void thread_clone_sweep(void); // releases the children the kernel says are gone
+// May a child of clone(CLONE_VM) still run in this memory (one not known gone, or one made
+// past the slots)? Such a child is a process of its own: /proc/self/task does not list it.
+int thread_clone_children_may_live(void);
 
 #endif

@@ -66,10 +66,11 @@ static int check_header(FILE* f, rd_result_t* res) {
         snprintf(res->message, sizeof res->message, "not a heaplens trace (bad header)");
         return -EINVAL;
     }
-    if (le32(hdr + 8) != HL_TRACE_VERSION) {
+    uint32_t version = le32(hdr + 8);
+    if (version < HL_TRACE_VERSION_OLDEST || version > HL_TRACE_VERSION) {
         snprintf(res->message, sizeof res->message,
-                 "trace format version %u, this heaplens reads version %u", le32(hdr + 8),
-                 HL_TRACE_VERSION);
+                 "trace format version %u, this heaplens reads version %u to %u", version,
+                 HL_TRACE_VERSION_OLDEST, HL_TRACE_VERSION);
         return -EINVAL;
     }
     uint32_t flags = le32(hdr + 12);

@@ -89,11 +89,11 @@ static const char* leak_supp_words[HL_LEAK_COUNT] = {"definite", "indirect", "po
                                                      "reachable"};
 
 // --- stacks -----------------------------------------------------------------------------------
-// The C library's start-up functions that call main: memcheck's "below main" ones.
+// The start-up functions below main, as memcheck 3.19 tells them on Linux (by name: glibc's
+// __libc_start_main_impl, which it names __libc_start_main@@GLIBC_2.34, is not one of them).
 static int is_below_main(const char* fn) {
-    static const char* const names[] = {"__libc_start_main", "__libc_start_main_impl",
-                                        "__libc_start_call_main", "generic_start_main",
-                                        "_dl_start_user"};
+    static const char* const names[] = {"__libc_start_main", "__libc_start_call_main",
+                                        "generic_start_main", "_start"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!strcmp(fn, names[i]))
             return 1;
@@ -142,7 +142,7 @@ static int build_stack(vg_report_t* r, uint32_t id, int fn, vg_stack_t* out) {
             .fn = alloc_frames[fn].fn, .mangled = alloc_frames[fn].mangled, .obj = r->agent_path};
     }
     for (int i = 0; i < n; i++) {
-        if (i == 0 || fr[i].address != fr[i - 1].address) { // not inlined into the one before
+        if (i == 0 || !fr[i - 1].is_inlined) { // the frame before is not inlined into this one
             if (addresses == cap)
                 break;
             addresses++;

@@ -57,7 +57,10 @@
 #include <stdint.h>
 
 #define HL_TRACE_MAGIC "HLTRACE" // 8 bytes with its NUL
-#define HL_TRACE_VERSION 3u
+#define HL_TRACE_VERSION 4u
+// The oldest version read: 3 lacks only the function codes of a realloc of NULL (hl_fn), which
+// it records as a realloc.
+#define HL_TRACE_VERSION_OLDEST 3u
 #define HL_CHUNK_MAGIC 0x4b434c48u // "HLCK" little-endian
 #define HL_FILE_HEADER_SIZE 16
 // The header's flags describe the traced machine, so that a collector on another machine (or a
@@ -232,8 +235,8 @@ enum hl_fn {
     HL_FN_MMAP,
     HL_FN_MUNMAP,
     HL_FN_MREMAP,
-    // realloc and reallocarray of NULL: an allocation only. Counted and named as realloc and
-    // reallocarray; told apart for memcheck's view, which names their stacks' top malloc.
+    // realloc and reallocarray of NULL (from version 4): an allocation only. Counted and named
+    // as realloc and reallocarray; told apart for memcheck's view, which names them malloc.
     HL_FN_REALLOC_OF_NULL,
     HL_FN_REALLOCARRAY_OF_NULL,
     HL_FN_COUNT

@@ -92,8 +92,7 @@ done
 # check (libc_exit.h): the TLS vectors of cached thread stacks (threads_ended: two joined threads
 # and one not, whose vector is possibly lost in both), the buffers of open streams (stdio_exit:
 # stdout's and an open file's; its FILEs still reachable in both), a locale, NSS, the time zone,
-# iconv and the loader's lists (libc_own), and libstdc++'s exception pool (cxx_new_delete; and
-# cxx_thread_exit, with a thread still waiting).
+# iconv and the loader's lists (libc_own), and libstdc++'s exception pool (cxx_new_delete).
 defaults_compare() { # NAME PROGRAM [ARGS...]
     local name=$1 d=$WORK/xml/$1_defaults hx vx out
     shift
@@ -118,7 +117,6 @@ if [ $HAVE_VG = 1 ]; then
     defaults_compare stdio_exit "$PROGS/stdio_exit" "$WORK/stdio_exit"
     defaults_compare libc_own "$PROGS/libc_own"
     defaults_compare cxx_new_delete "$PROGS/cxx_new_delete"
-    defaults_compare cxx_thread_exit "$PROGS/cxx_thread_exit"
 fi
 
 # Writes past a block: memcheck's InvalidWrite is at the write; heaplens finds the guard bytes
@@ -532,6 +530,15 @@ if [ $HAVE_VG = 1 ]; then
     [ "$vg" = "$got" ] && pass "realloc and reallocarray: memcheck's own names too" ||
         fail realloc-names-vs-memcheck "memcheck '$vg', heaplens '$got'"
 fi
+
+# A recursion repeats one return address: each of its frames is an address of its own
+# (stack_shapes: leak_at_leaf under descend x 4; 5 frames at --num-callers=5).
+timeout -k 5 $TIMEOUT "$HL" memcheck --leak-check=full --num-callers=5 --log-file="$S/rec.txt" \
+    "$PROGS/stack_shapes" >/dev/null 2>&1 </dev/null
+got=$(sed -n '/definitely lost in loss record 1 of/,/^==[0-9]*== $/p' "$S/rec.txt" |
+    sed -n 's/^==[0-9]*== *\(at\|by\) 0x[0-9A-Fa-f]*: \([^ ]*\).*/\2/p' | tr '\n' ' ' | sed 's/ $//')
+[ "$got" = "malloc leak_at_leaf descend descend descend" ] &&
+    pass "--num-callers=5 in a recursion: each repeated address counts ($got)" || fail num-callers-recursion "got '$got'"
 
 # --- 4. SARIF ---------------------------------------------------------------------------------
 F=$WORK/sarif

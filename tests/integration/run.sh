@@ -435,6 +435,16 @@ hl libc_own_pipe -- libc_own pipe
 expect_status libc_own_pipe 141
 check libc_own_pipe "$J" "end['how'] == 'signal'" "end['value'] == 13" "j['trace_complete']" \
     "lb('definite') == 40"
+# A child of clone(CLONE_VM) (a process sharing the memory, which /proc/self/task does not list)
+# still runs when main's exit() ends: glibc is not asked to release what the child still uses;
+# 300 ms later it reads the locale's codeset as natively (UTF-8, not the C locale's).
+cs=$WORK/libc_own_clonevm.codeset
+rm -f "$cs"
+hl libc_own_clonevm -- libc_own clonevm "$cs"
+expect_status libc_own_clonevm 0
+for _ in $(seq 1 100); do [ -s "$cs" ] && break; sleep 0.05; done
+[ "$(cat "$cs" 2>/dev/null)" = "UTF-8" ] && pass "libc_own_clonevm: the clone(CLONE_VM) child's locale intact after main's exit" ||
+    fail libc_own_clonevm "the child read codeset '$(cat "$cs" 2>/dev/null)'"
 # heaplens memcheck --run-libc-freeres=no, --run-cxx-freeres=no: glibc's blocks, and libstdc++'s
 # exception pool (a C++ program's one block in use at exit, where libstdc++ has one), stay.
 mc_in_use() { # BYTES IN USE AT EXIT under heaplens memcheck OPTIONS... -- PROGRAM
@@ -445,7 +455,7 @@ a=$(mc_in_use "$PROGS/libc_own") b=$(mc_in_use --run-libc-freeres=no "$PROGS/lib
     pass "memcheck --run-libc-freeres: 64 bytes in use at exit, $b with =no" ||
     fail "memcheck --run-libc-freeres" "in use at exit: '$a', with =no '$b'"
 a=$(mc_in_use "$PROGS/cxx_new_delete") b=$(mc_in_use --run-cxx-freeres=no "$PROGS/cxx_new_delete")
-[ "$a" = 336 ] && [ -n "$b" ] && [ "$b" -ge 336 ] &&
+[ "$a" = 336 ] && [ -n "$b" ] && [ "$b" -gt 336 ] &&
     pass "memcheck --run-cxx-freeres: 336 bytes in use at exit (the leaks), $b with =no" ||
     fail "memcheck --run-cxx-freeres" "in use at exit: '$a', with =no '$b'"
 
@@ -596,13 +606,14 @@ check cxx_containers "$J" \
     "names('strings_workload') == []" "names('vector_workload') == []" "names('map_workload') == []" \
     "errors == []"
 
-# A thread still waiting at exit: libstdc++'s exception pool is released all the same (as memcheck
-# has it), glibc's own releases wait for a process with no other thread (libc_own thread).
+# A thread still waiting at exit: neither libstdc++ nor glibc is asked to release what it keeps
+# (the thread could still use it; libc_own thread for glibc's): the pool, where libstdc++ has
+# one, stays still reachable.
 hl cxx_thread_exit -- cxx_thread_exit
 expect_status cxx_thread_exit 0
-check cxx_thread_exit "$J" "calls['free'] == calls['malloc']" "calls['new[]'] == 1" \
+check cxx_thread_exit "$J" "calls['free'] == 1" "ln('reachable') == calls['malloc'] - 1" "calls['new[]'] == 1" \
     "lb('definite') == 56" "rec('definite', 'lose_block') == {'bytes': 56, 'blocks': 1, 'records': 1}" \
-    "lb('reachable') == 0" "ln('possible') == 1" "errors == []"
+    "ln('possible') == 1" "errors == []"
 
 hl cxx_exception -- cxx_exception
 expect_status cxx_exception 0

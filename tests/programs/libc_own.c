@@ -12,10 +12,16 @@
 //               anything (that thread could still use it); the program ends at once, status 0.
 //   pipe        stdout a pipe nobody reads, written through its buffer: the flush at exit
 //               raises SIGPIPE, which ends the program as it does natively (status 141).
+//   clonevm F   a child made by clone(CLONE_VM) (a process sharing this memory) outlives main's
+//               exit() by 300 ms, then writes the locale's codeset to file F: UTF-8, as
+//               natively; glibc is not asked to release anything (the child still uses it).
+#define _GNU_SOURCE // clone
 #include <dlfcn.h>
 #include <iconv.h>
+#include <langinfo.h>
 #include <locale.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 
 #include "common.h"
@@ -25,6 +31,21 @@ void* kept; // reachable: a global of the program's
 NOINLINE static void lose(void) {
     void* p = malloc(40);
     keep(p);
+}
+
+static char child_stack[64 * 1024] __attribute__((aligned(16)));
+
+static int outlive_parent(void* path) {
+    struct timespec ts = {0, 300 * 1000000L}; // main's exit() has run by then
+    nanosleep(&ts, NULL);
+    const char* codeset = nl_langinfo(CODESET);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        if (write(fd, codeset, strlen(codeset)) < 0)
+            codeset = NULL;
+        close(fd);
+    }
+    return 0;
 }
 
 static void* wait_forever(void* arg) {
@@ -84,6 +105,11 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "thread")) {
         pthread_t th;
         if (pthread_create(&th, NULL, wait_forever, NULL) != 0)
+            return 1;
+    }
+    if (!strcmp(mode, "clonevm")) {
+        char* top = child_stack + sizeof child_stack;
+        if (argc < 3 || clone(outlive_parent, top, CLONE_VM | SIGCHLD, argv[2]) < 0)
             return 1;
     }
     exit(0);

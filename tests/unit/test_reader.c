@@ -523,6 +523,32 @@ TEST(a_version_2_trace_is_refused) {
     model_free(&m);
 }
 
+// Version 3 differs only in lacking two function codes: its traces are read as they are; one
+// from a later heaplens is refused, in one line.
+TEST(a_version_3_trace_is_read_a_later_one_refused) {
+    const uint32_t versions[] = {HL_TRACE_VERSION_OLDEST, HL_TRACE_VERSION + 1};
+    for (int k = 0; k < 2; k++) {
+        buf_t* b = new_buf();
+        tw_t w;
+        ASSERT_TRUE(tw_open(&w, 1 << 16, versions[k]) == 0);
+        rec_info(b, 42);
+        tw_chunk(&w, b, 1);
+        write_file(w.data, w.len);
+        tw_close(&w);
+        free(b);
+        model_t m;
+        int rc = model_load(&m, tmp_path);
+        if (k == 0) {
+            EXPECT_EQ_I(rc, 0);
+        } else {
+            EXPECT_EQ_I(rc, -EINVAL);
+            EXPECT_TRUE(strstr(m.read.message, "version 5") != NULL);
+            EXPECT_TRUE(strchr(m.read.message, '\n') == NULL);
+        }
+        model_free(&m);
+    }
+}
+
 // The header says what machine the trace came from: word size and byte order (a collector on
 // another machine shows it); 0 (traces from before the field) reads as 8 bytes, little-endian.
 TEST(the_header_names_the_targets_word_size_and_byte_order) {
@@ -906,6 +932,7 @@ int main(void) {
     RUN_TEST(a_free_of_an_undefined_site_is_corrupt);
     RUN_TEST(a_temporary_free_releases_its_threads_latest_alloc);
     RUN_TEST(a_version_2_trace_is_refused);
+    RUN_TEST(a_version_3_trace_is_read_a_later_one_refused);
     RUN_TEST(the_header_names_the_targets_word_size_and_byte_order);
     RUN_TEST(verdict_leaders_forward_and_back);
     RUN_TEST(live_blocks_without_verdicts_are_unscanned);
