@@ -523,30 +523,33 @@ TEST(a_version_2_trace_is_refused) {
     model_free(&m);
 }
 
+// A trace of one INFO record whose header says `version` and `flags`, loaded into *m.
+static int load_info_trace(uint32_t version, uint32_t flags, model_t* m) {
+    buf_t* b = new_buf();
+    tw_t w;
+    if (tw_open(&w, 1 << 16, version) != 0) {
+        free(b);
+        return -ENOMEM;
+    }
+    le32(w.data + 12, flags);
+    rec_info(b, 42);
+    tw_chunk(&w, b, 1);
+    write_file(w.data, w.len);
+    tw_close(&w);
+    free(b);
+    return model_load(m, tmp_path);
+}
+
 // Version 3 differs only in lacking two function codes: its traces are read as they are; one
 // from a later heaplens is refused, in one line.
 TEST(a_version_3_trace_is_read_a_later_one_refused) {
-    const uint32_t versions[] = {HL_TRACE_VERSION_OLDEST, HL_TRACE_VERSION + 1};
-    for (int k = 0; k < 2; k++) {
-        buf_t* b = new_buf();
-        tw_t w;
-        ASSERT_TRUE(tw_open(&w, 1 << 16, versions[k]) == 0);
-        rec_info(b, 42);
-        tw_chunk(&w, b, 1);
-        write_file(w.data, w.len);
-        tw_close(&w);
-        free(b);
-        model_t m;
-        int rc = model_load(&m, tmp_path);
-        if (k == 0) {
-            EXPECT_EQ_I(rc, 0);
-        } else {
-            EXPECT_EQ_I(rc, -EINVAL);
-            EXPECT_TRUE(strstr(m.read.message, "version 5") != NULL);
-            EXPECT_TRUE(strchr(m.read.message, '\n') == NULL);
-        }
-        model_free(&m);
-    }
+    model_t m;
+    EXPECT_EQ_I(load_info_trace(HL_TRACE_VERSION_OLDEST, 0, &m), 0);
+    model_free(&m);
+    EXPECT_EQ_I(load_info_trace(HL_TRACE_VERSION + 1, 0, &m), -EINVAL);
+    EXPECT_TRUE(strstr(m.read.message, "version 5") != NULL);
+    EXPECT_TRUE(strchr(m.read.message, '\n') == NULL);
+    model_free(&m);
 }
 
 // The header says what machine the trace came from: word size and byte order (a collector on
@@ -556,17 +559,8 @@ TEST(the_header_names_the_targets_word_size_and_byte_order) {
     const unsigned words[] = {8, 4, 8, 0};
     const int big[] = {0, 0, 1, 0};
     for (int k = 0; k < 4; k++) {
-        buf_t* b = new_buf();
-        tw_t w;
-        ASSERT_TRUE(tw_open(&w, 1 << 16, HL_TRACE_VERSION) == 0);
-        le32(w.data + 12, flags[k]);
-        rec_info(b, 42);
-        tw_chunk(&w, b, 1);
-        write_file(w.data, w.len);
-        tw_close(&w);
-        free(b);
         model_t m;
-        int rc = model_load(&m, tmp_path);
+        int rc = load_info_trace(HL_TRACE_VERSION, flags[k], &m);
         if (words[k]) {
             EXPECT_EQ_I(rc, 0);
             EXPECT_EQ_U(m.read.word_size, words[k]);
