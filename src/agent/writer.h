@@ -35,8 +35,8 @@ void writer_unlock(void);
 int writer_lock_is_mine(void); // does the calling thread hold it?
 int writer_lock_within(long long ns); // writer_lock, or -1 after waiting about ns for it
 hl_enc_t* writer_encoder_locked(void); // drains, returns the encoder (writer lock held)
-// A block the C library releases at exit (libc_exit.h), out of the live table already: a FREE
-// that names it in full, as glibc's own free of it would have made.
+// A block the C library releases at exit (libc_exit.h): a FREE that names it in full, as
+// glibc's own free of it would have made (its record stays in the live table).
 void writer_free_at_exit_locked(const hl_block_t* b);
 // Ends the open chunk and, with it, the trace's long compression window (chunk_release_window):
 // at exit, before the scan maps its working memory, so the two do not add up at the program's

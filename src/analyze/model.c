@@ -31,18 +31,16 @@ static const char* fn_names[HL_FN_COUNT] = {
     [HL_FN_MMAP] = "mmap",
     [HL_FN_MUNMAP] = "munmap",
     [HL_FN_MREMAP] = "mremap",
-    [HL_FN_REALLOC_OF_NULL] = "realloc",
-    [HL_FN_REALLOCARRAY_OF_NULL] = "reallocarray",
 };
 
-// The function a call counts as (realloc of NULL as realloc).
-static int fn_counted(int fn) {
+int hl_fn_counted(int fn) {
     return fn == HL_FN_REALLOC_OF_NULL        ? HL_FN_REALLOC
            : fn == HL_FN_REALLOCARRAY_OF_NULL ? HL_FN_REALLOCARRAY
                                               : fn;
 }
 
 const char* hl_fn_name(int fn) {
+    fn = hl_fn_counted(fn);
     return fn > 0 && fn < HL_FN_COUNT && fn_names[fn] ? fn_names[fn] : "?";
 }
 
@@ -222,7 +220,7 @@ static void on_alloc(model_t* m, const rd_record_t* r) {
     m->allocations++;
     m->bytes_allocated += size;
     if (r->fn < HL_FN_COUNT)
-        m->calls[fn_counted(r->fn)]++;
+        m->calls[hl_fn_counted(r->fn)]++;
     md_stack_t* s = stack_of(m, stack);
     if (s)
         s->alloc_fn = r->fn;

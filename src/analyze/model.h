@@ -235,6 +235,8 @@ void model_live_by_stack(const model_t* m, uint64_t* bytes, uint64_t* blocks);
 const md_module_t* model_module_of(const model_t* m, uint64_t ip);
 
 const char* hl_fn_name(int fn);
+// The function a call counts and is named as: a realloc of NULL as realloc (format.h).
+int hl_fn_counted(int fn);
 const char* hl_leak_kind_name(int kind);   // "definitely_lost", ...
 const char* hl_error_kind_name(int kind);  // "double_free", ...
 

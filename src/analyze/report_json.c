@@ -132,8 +132,8 @@ int report_json(FILE* out, report_ctx_t* c, const report_opts_t* o) {
             (size_t)m->threads_seen);
     fputs("  \"calls\": {", out);
     for (int f = 1, first = 1; f < HL_FN_COUNT; f++) {
-        if (f == HL_FN_MREMAP || f == HL_FN_REALLOC_OF_NULL || f == HL_FN_REALLOCARRAY_OF_NULL)
-            continue; // not a call of its own (realloc of NULL counts as realloc)
+        if (f == HL_FN_MREMAP || hl_fn_counted(f) != f)
+            continue; // not a call of its own (a realloc of NULL counts as realloc)
         fprintf(out, "%s\"%s\": %llu", first ? "" : ", ", hl_fn_name(f),
                 (unsigned long long)m->calls[f]);
         first = 0;

@@ -98,7 +98,8 @@ static int is_below_main(const char* fn) {
         if (!strcmp(fn, names[i]))
             return 1;
     // gcc's clones of them (__libc_start_main.isra.0)
-    return !strncmp(fn, "__libc_start_main.", 18) || !strncmp(fn, "generic_start_main.", 19);
+    static const char clone_a[] = "__libc_start_main.", clone_b[] = "generic_start_main.";
+    return !strncmp(fn, clone_a, sizeof clone_a - 1) || !strncmp(fn, clone_b, sizeof clone_b - 1);
 }
 static const char below_main[] = "(below main)";
 
